@@ -1,0 +1,67 @@
+//! "What should this MAC boot?": scenario decision, view model and iPXE rendering.
+//!
+//! [`script_for`] is the one function both `bootvol render` and the boot listeners call: a node
+//! record (or none, for an unknown MAC) in, the script text out. Everything here is pure; the
+//! caller looks the record up.
+
+pub mod context;
+pub mod render;
+pub mod scenario;
+
+pub use context::{BootContext, BootSettings};
+pub use render::{RenderError, Templates, check_script_value};
+pub use scenario::{BootOption, Scenario, ScenarioError, decide, set_boot_option};
+
+use crate::model::{NodeRecord, StorageInterfaceName};
+
+/// A rendered script and what it was rendered for (for logs and the admin page).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BootScript {
+    pub text: String,
+    pub node: Option<String>,
+    pub scenario: &'static str,
+    /// Why the default script was served to a known node, if it was.
+    pub problem: Option<String>,
+}
+
+/// Renders the script a MAC gets. Unknown MACs, nodes that do not boot from a volume and
+/// nodes that do not validate get the default script (which hands back to the firmware), never
+/// an error the firmware would retry for ever.
+pub fn script_for(
+    templates: &Templates,
+    settings: &BootSettings,
+    default_storage: StorageInterfaceName,
+    record: Option<&NodeRecord>,
+) -> BootScript {
+    let Some(record) = record else {
+        return default_script(templates, None, "unknown", None);
+    };
+    let planned = decide(record, default_storage)
+        .and_then(|scenario| BootContext::new(record, scenario, settings).map(|c| (scenario, c)));
+    let (scenario, context) = match planned {
+        Ok(planned) => planned,
+        Err(e) => return default_script(templates, Some(record), "invalid", Some(e.0)),
+    };
+    match templates.render(&context) {
+        Ok(text) => BootScript {
+            text,
+            node: Some(record.node.name.clone()),
+            scenario: scenario.name(),
+            problem: None,
+        },
+        Err(e) => default_script(templates, Some(record), "invalid", Some(e.to_string())),
+    }
+}
+
+fn default_script(
+    templates: &Templates,
+    record: Option<&NodeRecord>,
+    scenario: &'static str,
+    problem: Option<String>,
+) -> BootScript {
+    let context = BootContext::default_script(record, scenario);
+    // The default template prints only a validated node name; should an override template
+    // fail anyway, fall back to the one line that always works.
+    let text = templates.render(&context).unwrap_or_else(|_| "#!ipxe\nexit\n".to_owned());
+    BootScript { text, node: record.map(|r| r.node.name.clone()), scenario, problem }
+}

@@ -1,0 +1,302 @@
+//! Which of the spec's scenarios a node boots by, and the spec's `boot_option` helper.
+//!
+//! [`decide`] reads a node, its connectors and its targets and returns the [`Scenario`], or a
+//! [`ScenarioError`] that says exactly what is missing or contradictory. Pure: plain values in,
+//! a decision out; no I/O, no SQL, no iPXE.
+
+use serde_json::Value;
+
+use crate::capabilities::{
+    NodeCapabilities, boot_interface_tags, check_capability, deploy_interface_tags,
+    volume_boot_tag, volume_deploy_tag,
+};
+use crate::model::{ConnectorType, NodeRecord, StorageInterfaceName, VolumeTarget, VolumeType};
+
+/// How a node boots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scenario {
+    /// Scenario 1: iPXE attaches an iSCSI volume (`sanboot iscsi:...`).
+    Iscsi,
+    /// Scenario 2: iPXE attaches a Fibre Channel volume over Ethernet (`sanboot fcp:...`).
+    Fcoe,
+    /// ATA over Ethernet (`sanboot aoe:e<shelf>.<slot>`).
+    Aoe,
+    /// HTTP SAN boot (`sanboot http://...`).
+    HttpSan,
+    /// Scenario 5: a kernel and ramdisk from bootvol with an NFS root.
+    NfsRoot,
+    /// Scenarios 3 and 4: the firmware boots the LUN its HBA presents; with `force_deployment`
+    /// an image is first written onto the volume.
+    Hba { force_deployment: bool },
+    /// Not a boot-from-volume node (noop storage, or no boot volume at all).
+    NotBootFromVolume,
+}
+
+impl Scenario {
+    /// Short name used in logs, the admin page and script comments.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Scenario::Iscsi => "iscsi",
+            Scenario::Fcoe => "fcoe",
+            Scenario::Aoe => "aoe",
+            Scenario::HttpSan => "http-san",
+            Scenario::NfsRoot => "nfs-root",
+            Scenario::Hba { force_deployment: false } => "hba",
+            Scenario::Hba { force_deployment: true } => "hba-deploy",
+            Scenario::NotBootFromVolume => "none",
+        }
+    }
+
+    /// Whether bootvol's iPXE script attaches the volume (scenarios 1, 2, 5 and AoE/HTTP SAN).
+    pub fn is_network_boot(&self) -> bool {
+        matches!(
+            self,
+            Scenario::Iscsi
+                | Scenario::Fcoe
+                | Scenario::Aoe
+                | Scenario::HttpSan
+                | Scenario::NfsRoot
+        )
+    }
+}
+
+/// Why a node cannot boot from its volume as configured: always names the field to fix.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ScenarioError(pub String);
+
+fn fail<T>(message: impl Into<String>) -> Result<T, ScenarioError> {
+    Err(ScenarioError(message.into()))
+}
+
+/// Decides the scenario of a node. `default_storage` applies when the node records no
+/// storage interface.
+pub fn decide(
+    record: &NodeRecord,
+    default_storage: StorageInterfaceName,
+) -> Result<Scenario, ScenarioError> {
+    let node = &record.node;
+    if node.effective_storage_interface(default_storage) == StorageInterfaceName::Noop {
+        return Ok(Scenario::NotBootFromVolume);
+    }
+    let caps = node.capabilities().map_err(|e| ScenarioError(e.0))?;
+    let boot_target = record.volume_targets.iter().find(|t| t.boot_index == 0);
+    let nfs_root = node.instance_info.get("nfs_root").filter(|v| !v.is_null());
+
+    if caps.flag("hba_boot") {
+        return decide_hba(record, &caps, boot_target);
+    }
+    if caps.flag("nfs_boot")
+        || nfs_root.is_some()
+        || boot_target.is_some_and(|t| t.volume_type == VolumeType::Nfs)
+    {
+        return decide_nfs(record, &caps, boot_target, nfs_root.is_some());
+    }
+    let Some(boot_target) = boot_target else {
+        if let Some(flag) = ["iscsi_boot", "fibre_channel_boot", "aoe_boot", "http_boot"]
+            .into_iter()
+            .find(|f| caps.flag(f))
+        {
+            return fail(format!(
+                "capability {flag} is true but the node has no volume target with boot_index 0"
+            ));
+        }
+        if !record.volume_targets.is_empty() {
+            return fail(
+                "the node has volume targets but none with boot_index 0 (the boot volume)",
+            );
+        }
+        return Ok(Scenario::NotBootFromVolume);
+    };
+    require_flag(&caps, boot_target)?;
+    require_boot_tag(record, boot_target.volume_type)?;
+    match boot_target.volume_type {
+        VolumeType::Iscsi => {
+            require_one_iqn(record)?;
+            Ok(Scenario::Iscsi)
+        }
+        VolumeType::FibreChannel => {
+            require_wwpn(record)?;
+            Ok(Scenario::Fcoe)
+        }
+        VolumeType::Aoe => Ok(Scenario::Aoe),
+        VolumeType::Http => Ok(Scenario::HttpSan),
+        VolumeType::Nfs => unreachable_nfs(),
+    }
+}
+
+fn unreachable_nfs() -> Result<Scenario, ScenarioError> {
+    // An NFS boot target is routed to decide_nfs above; reaching here is a logic error.
+    fail("internal: NFS boot volume not routed to the NFS root scenario")
+}
+
+fn decide_hba(
+    record: &NodeRecord,
+    caps: &NodeCapabilities,
+    boot_target: Option<&VolumeTarget>,
+) -> Result<Scenario, ScenarioError> {
+    let Some(target) = boot_target else {
+        return fail(
+            "capability hba_boot is true but the node has no volume target with boot_index 0",
+        );
+    };
+    for other in ["iscsi_boot", "fibre_channel_boot", "nfs_boot", "aoe_boot", "http_boot"] {
+        if caps.flag(other) {
+            return fail(format!(
+                "capabilities hba_boot and {other} are both true: choose whether the HBA or iPXE attaches the volume"
+            ));
+        }
+    }
+    match target.volume_type {
+        VolumeType::FibreChannel => require_wwpn(record)?,
+        VolumeType::Iscsi => require_one_iqn(record)?,
+        other => {
+            return fail(format!(
+                "boot volume {} is {other}; an HBA boots only fibre_channel or iscsi volumes",
+                target.volume_id
+            ));
+        }
+    }
+    let force_deployment = match record.node.instance_info.get("force_deployment") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(Value::String(s)) if s.eq_ignore_ascii_case("true") => true,
+        Some(Value::String(s)) if s.eq_ignore_ascii_case("false") => false,
+        Some(other) => {
+            return fail(format!(
+                "instance_info.force_deployment must be true or false, not {other}"
+            ));
+        }
+    };
+    if force_deployment {
+        let tag = volume_deploy_tag(target.volume_type);
+        let interface = record.node.deploy_interface;
+        if !check_capability(deploy_interface_tags(interface), tag) {
+            return fail(format!(
+                "instance_info.force_deployment is true but deploy interface {interface} does not declare {tag}"
+            ));
+        }
+    }
+    Ok(Scenario::Hba { force_deployment })
+}
+
+fn decide_nfs(
+    record: &NodeRecord,
+    caps: &NodeCapabilities,
+    boot_target: Option<&VolumeTarget>,
+    has_nfs_root: bool,
+) -> Result<Scenario, ScenarioError> {
+    if !caps.flag("nfs_boot") {
+        let what =
+            if has_nfs_root { "instance_info.nfs_root is set" } else { "the boot volume is nfs" };
+        return fail(format!("{what} but capability nfs_boot is not true"));
+    }
+    match boot_target {
+        Some(t) if t.volume_type != VolumeType::Nfs => {
+            return fail(format!(
+                "capability nfs_boot is true but boot volume {} is {}, not nfs",
+                t.volume_id, t.volume_type
+            ));
+        }
+        None if !has_nfs_root => {
+            return fail(
+                "capability nfs_boot is true but there is neither instance_info.nfs_root nor an nfs volume target with boot_index 0",
+            );
+        }
+        _ => {}
+    }
+    require_boot_tag(record, VolumeType::Nfs)?;
+    for field in ["kernel", "ramdisk"] {
+        if record.node.instance_info.get(field).and_then(Value::as_str).is_none_or(str::is_empty) {
+            return fail(format!(
+                "NFS root boot needs instance_info.{field} (a file name under [http] files_root)"
+            ));
+        }
+    }
+    Ok(Scenario::NfsRoot)
+}
+
+fn require_flag(caps: &NodeCapabilities, target: &VolumeTarget) -> Result<(), ScenarioError> {
+    let flag = NodeCapabilities::boot_flag_for(target.volume_type);
+    if caps.flag(flag) {
+        Ok(())
+    } else {
+        fail(format!(
+            "boot volume {} is {} but capability {flag} is not true in properties.capabilities",
+            target.volume_id, target.volume_type
+        ))
+    }
+}
+
+fn require_boot_tag(record: &NodeRecord, volume_type: VolumeType) -> Result<(), ScenarioError> {
+    let tag = volume_boot_tag(volume_type);
+    let interface = record.node.boot_interface;
+    if check_capability(boot_interface_tags(interface), tag) {
+        Ok(())
+    } else {
+        fail(format!("boot interface {interface} does not declare {tag}; use boot_interface ipxe"))
+    }
+}
+
+fn count_connectors(record: &NodeRecord, kind: ConnectorType) -> usize {
+    record.volume_connectors.iter().filter(|c| c.connector_type == kind).count()
+}
+
+fn require_one_iqn(record: &NodeRecord) -> Result<(), ScenarioError> {
+    match count_connectors(record, ConnectorType::Iqn) {
+        1 => Ok(()),
+        0 => {
+            fail("an iSCSI boot volume needs one volume connector of type iqn (the initiator name)")
+        }
+        n => fail(format!(
+            "the node has {n} volume connectors of type iqn; an iSCSI initiator has exactly one name"
+        )),
+    }
+}
+
+fn require_wwpn(record: &NodeRecord) -> Result<(), ScenarioError> {
+    if count_connectors(record, ConnectorType::Wwpn) == 0 {
+        fail("a Fibre Channel boot volume needs at least one volume connector of type wwpn")
+    } else {
+        Ok(())
+    }
+}
+
+/// Ironic's `instance_info.boot_option` values that bootvol sets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BootOption {
+    /// The node network-boots every time (bootvol's script attaches the volume).
+    Netboot,
+    /// The node boots its local (HBA-presented) disk.
+    Local,
+}
+
+impl BootOption {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            BootOption::Netboot => "netboot",
+            BootOption::Local => "local",
+        }
+    }
+}
+
+/// The spec's helper: decides `instance_info.boot_option` from the scenario, writes it into
+/// the record's `instance_info`, and returns it. Nodes that do not boot from a volume keep
+/// what they have (default `local`).
+pub fn set_boot_option(
+    record: &mut NodeRecord,
+    default_storage: StorageInterfaceName,
+) -> Result<BootOption, ScenarioError> {
+    let option = match decide(record, default_storage)? {
+        scenario if scenario.is_network_boot() => BootOption::Netboot,
+        Scenario::NotBootFromVolume => {
+            match record.node.instance_info.get("boot_option").and_then(Value::as_str) {
+                Some("netboot") => BootOption::Netboot,
+                _ => BootOption::Local,
+            }
+        }
+        _ => BootOption::Local,
+    };
+    record.node.instance_info.insert("boot_option".into(), Value::from(option.as_str()));
+    Ok(option)
+}

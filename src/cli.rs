@@ -1,0 +1,180 @@
+//! The `bootvol` commands. Each one loads the configuration, opens what it needs, calls into
+//! the library and writes its answer to `out` (standard output for the binary). Errors carry
+//! their context up to `main`, which prints them and exits non-zero.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand};
+
+use crate::boot::{BootScript, Templates, script_for};
+use crate::config::{Config, DEFAULT_CONFIG_PATH};
+use crate::db::Db;
+use crate::inventory::{self, Format};
+use crate::model::{MacAddr, NodeRecord};
+
+/// The configuration `bootvol demo` runs on: every storage interface enabled, an in-memory
+/// database, the sample inventory.
+pub const DEMO_CONFIG: &str = include_str!("../examples/demo.toml");
+/// The sample inventory: one node per scenario.
+pub const DEMO_INVENTORY: &str = include_str!("../examples/inventory.json");
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "bootvol",
+    version,
+    about = "Boot-from-volume appliance: per-MAC iPXE scripts for bare-metal nodes"
+)]
+pub struct Cli {
+    /// Configuration file [default: /etc/bootvol/bootvol.toml].
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Validate a configuration file and print the settings in effect.
+    CheckConfig,
+    /// Create or update nodes from an inventory file (JSON, or TOML by extension), all or nothing.
+    Apply {
+        file: PathBuf,
+        /// Delete nodes that the file does not list.
+        #[arg(long)]
+        prune: bool,
+    },
+    /// Print the inventory as JSON, every secret masked.
+    Export,
+    /// Print the iPXE script the boot listener serves to a MAC.
+    Render {
+        #[arg(long, value_name = "MAC")]
+        mac: String,
+    },
+    /// Run on an embedded default (in-memory database, sample inventory) and print every
+    /// sample node's scenario and script.
+    Demo,
+}
+
+/// Runs one command.
+pub fn run(cli: Cli, out: &mut dyn Write) -> Result<()> {
+    match cli.command {
+        Command::Demo => demo(out),
+        command => {
+            let (config, origin) = load_config(cli.config.as_deref())?;
+            match command {
+                Command::CheckConfig => check_config(&config, &origin, out),
+                Command::Apply { file, prune } => apply(&config, &file, prune, out),
+                Command::Export => export(&config, out),
+                Command::Render { mac } => render(&config, &mac, out),
+                Command::Demo => unreachable_demo(),
+            }
+        }
+    }
+}
+
+fn unreachable_demo() -> Result<()> {
+    bail!("internal: demo is handled before the configuration is loaded")
+}
+
+fn load_config(path: Option<&Path>) -> Result<(Config, String)> {
+    let path = path.unwrap_or(Path::new(DEFAULT_CONFIG_PATH));
+    let config = Config::load(path).context(
+        "no usable configuration (pass --config FILE; examples/bootvol.toml shows every key; `bootvol demo` needs none)",
+    )?;
+    Ok((config, path.display().to_string()))
+}
+
+fn check_config(config: &Config, origin: &str, out: &mut dyn Write) -> Result<()> {
+    writeln!(out, "{origin}: OK")?;
+    writeln!(out, "{config:#?}")?;
+    Ok(())
+}
+
+fn open_db(config: &Config) -> Result<Db> {
+    Db::open(&config.database.path)
+        .with_context(|| format!("opening {}", config.database.path.display()))
+}
+
+fn apply(config: &Config, file: &Path, prune: bool, out: &mut dyn Write) -> Result<()> {
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    let specs = inventory::parse(&text, Format::from_path(file), config).with_context(|| {
+        format!("{} is not a valid inventory; nothing was changed", file.display())
+    })?;
+    let mut db = open_db(config)?;
+    let report = db.apply_inventory(&specs, prune).with_context(|| {
+        format!("{} conflicts with the database; nothing was changed", file.display())
+    })?;
+    for (label, names) in [
+        ("created", &report.created),
+        ("updated", &report.updated),
+        ("unchanged", &report.unchanged),
+        ("deleted", &report.deleted),
+    ] {
+        if !names.is_empty() {
+            writeln!(out, "{label}: {}", names.join(", "))?;
+        }
+    }
+    Ok(())
+}
+
+fn export(config: &Config, out: &mut dyn Write) -> Result<()> {
+    let db = open_db(config)?;
+    let document = inventory::export(&db.node_records()?);
+    writeln!(out, "{}", serde_json::to_string_pretty(&document)?)?;
+    Ok(())
+}
+
+fn templates(config: &Config) -> Result<Templates> {
+    Ok(Templates::new(config.boot.templates_dir.as_deref())?)
+}
+
+fn render(config: &Config, mac: &str, out: &mut dyn Write) -> Result<()> {
+    let mac: MacAddr = mac.parse()?;
+    let db = open_db(config)?;
+    let record = db.node_record_by_mac(mac)?;
+    let script = script_for_config(config, &templates(config)?, record.as_ref());
+    if let Some(problem) = &script.problem {
+        eprintln!(
+            "bootvol: node {}: {problem}; the default script is served",
+            script.node.as_deref().unwrap_or("?")
+        );
+    }
+    out.write_all(script.text.as_bytes())?;
+    Ok(())
+}
+
+fn script_for_config(
+    config: &Config,
+    templates: &Templates,
+    record: Option<&NodeRecord>,
+) -> BootScript {
+    script_for(templates, &config.boot_settings(), config.default.default_storage_interface, record)
+}
+
+fn demo(out: &mut dyn Write) -> Result<()> {
+    let config = Config::from_toml(DEMO_CONFIG, "embedded demo configuration")?;
+    let specs = inventory::parse(DEMO_INVENTORY, Format::Json, &config)?;
+    let mut db = Db::open_in_memory()?;
+    db.apply_inventory(&specs, false)?;
+    let templates = templates(&config)?;
+    writeln!(out, "bootvol demo: {} sample nodes in an in-memory database\n", specs.len())?;
+    for record in db.node_records()? {
+        let script = script_for_config(&config, &templates, Some(&record));
+        let macs: Vec<String> = record.ports.iter().map(|p| p.address.to_string()).collect();
+        writeln!(
+            out,
+            "=== {} [{}] MAC {} ===",
+            record.node.name,
+            script.scenario,
+            macs.join(", ")
+        )?;
+        if let Some(problem) = &script.problem {
+            writeln!(out, "# not bootable from its volume: {problem}")?;
+        }
+        writeln!(out, "{}", script.text)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,322 @@
+//! The configuration file: TOML with the spec's section and key names, read once at start and
+//! passed down. Every key has a default; unknown keys and bad values fail with the key's name.
+//!
+//! Pure: [`Config::from_toml`] takes text. Only [`Config::load`] reads a file.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::boot::BootSettings;
+use crate::model::StorageInterfaceName;
+
+/// Where bootvol looks for its configuration when `--config` is not given.
+pub const DEFAULT_CONFIG_PATH: &str = "/etc/bootvol/bootvol.toml";
+
+/// A configuration error, naming the file and the key.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("{origin}: {message}")]
+    Parse { origin: String, message: String },
+    #[error("{origin}: {key}: {message}")]
+    Invalid { origin: String, key: &'static str, message: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(rename = "DEFAULT", default)]
+    pub default: DefaultSection,
+    #[serde(default)]
+    pub database: DatabaseSection,
+    #[serde(default)]
+    pub http: HttpSection,
+    #[serde(default)]
+    pub tftp: TftpSection,
+    #[serde(default)]
+    pub api: ApiSection,
+    #[serde(default)]
+    pub cinder: CinderSection,
+    #[serde(default)]
+    pub boot: BootSection,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DefaultSection {
+    /// Only these may be set on nodes. The spec: none but `noop` until the operator lists them.
+    pub enabled_storage_interfaces: Vec<StorageInterfaceName>,
+    /// The interface of nodes that record none.
+    pub default_storage_interface: StorageInterfaceName,
+}
+
+impl Default for DefaultSection {
+    fn default() -> Self {
+        DefaultSection {
+            enabled_storage_interfaces: vec![StorageInterfaceName::Noop],
+            default_storage_interface: StorageInterfaceName::Noop,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DatabaseSection {
+    pub path: PathBuf,
+}
+
+impl Default for DatabaseSection {
+    fn default() -> Self {
+        DatabaseSection { path: PathBuf::from("/var/lib/bootvol/bootvol.db") }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpSection {
+    /// The boot listener nodes talk to.
+    pub listen: SocketAddr,
+    /// How nodes reach that listener; used in chain, kernel and initrd URLs.
+    pub public_url: String,
+    /// Kernels, ramdisks and images served under `/files/`.
+    pub files_root: PathBuf,
+}
+
+impl Default for HttpSection {
+    fn default() -> Self {
+        HttpSection {
+            listen: SocketAddr::from(([0, 0, 0, 0], 8080)),
+            public_url: "http://127.0.0.1:8080".into(),
+            files_root: PathBuf::from("/var/lib/bootvol/files"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TftpSection {
+    pub listen: SocketAddr,
+    pub root: PathBuf,
+}
+
+impl Default for TftpSection {
+    fn default() -> Self {
+        TftpSection {
+            listen: SocketAddr::from(([0, 0, 0, 0], 69)),
+            root: PathBuf::from("/usr/lib/ipxe"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ApiSection {
+    pub listen: SocketAddr,
+}
+
+impl Default for ApiSection {
+    fn default() -> Self {
+        ApiSection { listen: SocketAddr::from(([127, 0, 0, 1], 6385)) }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CinderAuthStrategy {
+    Noauth,
+    Keystone,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CinderSection {
+    /// A fixed Cinder endpoint; empty means "find it in the Keystone catalog".
+    pub url: String,
+    /// Seconds every Cinder request may take.
+    pub url_timeout: u64,
+    /// Retries of requests that are safe to repeat.
+    pub retries: u32,
+    pub auth_strategy: CinderAuthStrategy,
+    pub toggle_attachments_with_power: bool,
+}
+
+impl Default for CinderSection {
+    fn default() -> Self {
+        CinderSection {
+            url: String::new(),
+            url_timeout: 30,
+            retries: 3,
+            auth_strategy: CinderAuthStrategy::Noauth,
+            toggle_attachments_with_power: true,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BootSection {
+    /// Attempts to attach SAN volumes before the script gives up and hands back to the firmware.
+    pub san_attempts: u32,
+    /// Seconds between attempts.
+    pub san_retry_delay: u32,
+    /// A directory whose files override the built-in templates of the same name
+    /// (`ipxe/san.ipxe.j2`, `ipxe/default.ipxe.j2`...).
+    pub templates_dir: Option<PathBuf>,
+}
+
+impl Default for BootSection {
+    fn default() -> Self {
+        BootSection { san_attempts: 3, san_retry_delay: 5, templates_dir: None }
+    }
+}
+
+impl Config {
+    /// Reads and validates a configuration file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ConfigError::Read { path: path.into(), source })?;
+        Config::from_toml(&text, &path.display().to_string())
+    }
+
+    /// Parses and validates configuration text; `origin` names it in errors.
+    pub fn from_toml(text: &str, origin: &str) -> Result<Config, ConfigError> {
+        let config: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            origin: origin.into(),
+            message: e.to_string().trim_end().to_owned(),
+        })?;
+        config.validate().map_err(|(key, message)| ConfigError::Invalid {
+            origin: origin.into(),
+            key,
+            message,
+        })?;
+        Ok(config)
+    }
+
+    fn validate(&self) -> Result<(), (&'static str, String)> {
+        let enabled = &self.default.enabled_storage_interfaces;
+        if enabled.is_empty() {
+            return Err((
+                "DEFAULT.enabled_storage_interfaces",
+                "list at least one interface (noop)".into(),
+            ));
+        }
+        if !enabled.contains(&self.default.default_storage_interface) {
+            return Err((
+                "DEFAULT.default_storage_interface",
+                format!(
+                    "{} is not in enabled_storage_interfaces",
+                    self.default.default_storage_interface
+                ),
+            ));
+        }
+        crate::boot::context::check_http_url(&self.http.public_url)
+            .map_err(|m| ("http.public_url", m))?;
+        crate::boot::check_script_value(&self.http.public_url)
+            .map_err(|m| ("http.public_url", m))?;
+        if self.http.public_url.ends_with('/') {
+            return Err(("http.public_url", "leave out the trailing '/'".into()));
+        }
+        for (key, path) in [
+            ("database.path", &self.database.path),
+            ("http.files_root", &self.http.files_root),
+            ("tftp.root", &self.tftp.root),
+        ] {
+            if !path.is_absolute() {
+                return Err((key, format!("{} is not an absolute path", path.display())));
+            }
+        }
+        if self.cinder.url_timeout == 0 || self.cinder.url_timeout > 600 {
+            return Err((
+                "cinder.url_timeout",
+                format!("{} is not between 1 and 600 seconds", self.cinder.url_timeout),
+            ));
+        }
+        if self.cinder.retries > 10 {
+            return Err(("cinder.retries", format!("{} is more than 10", self.cinder.retries)));
+        }
+        if !self.cinder.url.is_empty() {
+            crate::boot::context::check_http_url(&self.cinder.url)
+                .map_err(|m| ("cinder.url", m))?;
+        }
+        if !(1..=20).contains(&self.boot.san_attempts) {
+            return Err((
+                "boot.san_attempts",
+                format!("{} is not between 1 and 20", self.boot.san_attempts),
+            ));
+        }
+        if self.boot.san_retry_delay > 300 {
+            return Err((
+                "boot.san_retry_delay",
+                format!("{} is more than 300 seconds", self.boot.san_retry_delay),
+            ));
+        }
+        Ok(())
+    }
+
+    /// What the renderer needs.
+    pub fn boot_settings(&self) -> BootSettings {
+        BootSettings {
+            public_url: self.http.public_url.clone(),
+            san_attempts: self.boot.san_attempts,
+            san_retry_delay: self.boot.san_retry_delay,
+        }
+    }
+
+    /// Whether a storage interface may be set on a node.
+    pub fn storage_interface_enabled(&self, name: StorageInterfaceName) -> bool {
+        self.default.enabled_storage_interfaces.contains(&name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_file_gives_the_spec_defaults() {
+        let config = Config::from_toml("", "test").unwrap();
+        assert_eq!(config.default.enabled_storage_interfaces, vec![StorageInterfaceName::Noop]);
+        assert_eq!(config.default.default_storage_interface, StorageInterfaceName::Noop);
+        assert_eq!(config.cinder.url_timeout, 30);
+        assert_eq!(config.cinder.retries, 3);
+        assert!(config.cinder.toggle_attachments_with_power);
+        assert_eq!(config.api.listen.to_string(), "127.0.0.1:6385");
+    }
+
+    #[test]
+    fn the_issue_example_parses() {
+        let text = include_str!("../examples/bootvol.toml");
+        let config = Config::from_toml(text, "example").unwrap();
+        assert!(config.storage_interface_enabled(StorageInterfaceName::Cinder));
+        assert_eq!(config.http.public_url, "http://192.0.2.10:8080");
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_name_the_key() {
+        let cases = [
+            ("[http]\nlisten = \"nowhere\"\n", "listen"),
+            ("[cinder]\nurl_timout = 3\n", "url_timout"),
+            (
+                "[DEFAULT]\nenabled_storage_interfaces = [\"noop\", \"nfs\"]\n",
+                "enabled_storage_interfaces",
+            ),
+            (
+                "[DEFAULT]\ndefault_storage_interface = \"cinder\"\n",
+                "DEFAULT.default_storage_interface",
+            ),
+            ("[http]\npublic_url = \"ftp://x\"\n", "http.public_url"),
+            ("[http]\npublic_url = \"http://x/${evil}\"\n", "http.public_url"),
+            ("[cinder]\nurl_timeout = 0\n", "cinder.url_timeout"),
+            ("[cinder]\nauth_strategy = \"magic\"\n", "auth_strategy"),
+            ("[database]\npath = \"relative.db\"\n", "database.path"),
+            ("[bogus]\n", "bogus"),
+        ];
+        for (text, key) in cases {
+            let err = Config::from_toml(text, "t.toml").unwrap_err().to_string();
+            assert!(err.contains(key), "{text:?} gave {err:?}, which does not name {key}");
+        }
+    }
+}

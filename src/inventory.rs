@@ -1,0 +1,513 @@
+//! Inventory files: the edge where operator-written nodes become validated values.
+//!
+//! [`parse`] reads JSON (or TOML) into [`NodeSpec`]s, checking every field and naming the node
+//! and field of the first problem of each node; nothing unchecked reaches the database.
+//! [`export`] writes the inverse, with every secret masked. Pure: text in, values out.
+
+use std::collections::HashSet;
+
+use serde_json::{Map, Value, json};
+
+use crate::boot::check_script_value;
+use crate::boot::context::{check_file_name, check_nfs_export};
+use crate::config::Config;
+use crate::model::{
+    BootInterfaceName, ConnectorType, DeployInterfaceName, Driver, JsonMap, MacAddr, NodeRecord,
+    ProvisionState, StorageInterfaceName, VolumeTarget, VolumeType, canonical_connector_id,
+    canonical_uuid, check_node_name,
+};
+use crate::secrets;
+
+/// A node as the inventory file describes it, validated. `None` means "not given": keep what
+/// is stored (or the default for a new node).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeSpec {
+    pub uuid: Option<String>,
+    pub name: String,
+    pub driver: Driver,
+    pub driver_info: JsonMap,
+    pub properties: JsonMap,
+    pub instance_info: JsonMap,
+    pub extra: JsonMap,
+    pub storage_interface: Option<StorageInterfaceName>,
+    pub boot_interface: BootInterfaceName,
+    pub deploy_interface: DeployInterfaceName,
+    pub provision_state: Option<ProvisionState>,
+    pub maintenance: Option<bool>,
+    pub ports: Vec<PortSpec>,
+    pub volume_connectors: Vec<ConnectorSpec>,
+    pub volume_targets: Vec<TargetSpec>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PortSpec {
+    pub uuid: Option<String>,
+    pub address: MacAddr,
+    pub extra: JsonMap,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConnectorSpec {
+    pub uuid: Option<String>,
+    pub connector_type: ConnectorType,
+    pub connector_id: String,
+    pub extra: JsonMap,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TargetSpec {
+    pub uuid: Option<String>,
+    pub volume_type: VolumeType,
+    pub boot_index: u32,
+    pub volume_id: String,
+    /// `None` when the file gives no `properties`: keep the stored connection info (a Cinder
+    /// attach writes it).
+    pub properties: Option<JsonMap>,
+    pub extra: JsonMap,
+}
+
+/// Every problem found, one line per node and field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", .0.join("\n"))]
+pub struct InventoryError(pub Vec<String>);
+
+/// The format of an inventory file, from its extension.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Json,
+    Toml,
+}
+
+impl Format {
+    pub fn from_path(path: &std::path::Path) -> Format {
+        match path.extension().and_then(|e| e.to_str()) {
+            Some(ext) if ext.eq_ignore_ascii_case("toml") => Format::Toml,
+            _ => Format::Json,
+        }
+    }
+}
+
+/// Parses and validates an inventory. All nodes are checked; the error lists every bad one.
+pub fn parse(text: &str, format: Format, config: &Config) -> Result<Vec<NodeSpec>, InventoryError> {
+    let document: Value = match format {
+        Format::Json => serde_json::from_str(text)
+            .map_err(|e| InventoryError(vec![format!("not valid JSON: {e}")]))?,
+        Format::Toml => {
+            let table: toml::Table = toml::from_str(text)
+                .map_err(|e| InventoryError(vec![format!("not valid TOML: {e}")]))?;
+            serde_json::to_value(table).map_err(|e| InventoryError(vec![e.to_string()]))?
+        }
+    };
+    let mut top = Object::new(&document, "inventory").map_err(|e| InventoryError(vec![e]))?;
+    let nodes = top.array("nodes").map_err(|e| InventoryError(vec![e]))?;
+    top.finish().map_err(|e| InventoryError(vec![e]))?;
+    let mut errors = Vec::new();
+    let mut specs = Vec::new();
+    for (index, value) in nodes.iter().enumerate() {
+        let label = value
+            .get("name")
+            .and_then(Value::as_str)
+            .map_or(format!("nodes[{index}]"), |n| format!("node {n}"));
+        match node_spec(value, config) {
+            Ok(spec) => specs.push(spec),
+            Err(e) => errors.push(format!("{label}: {e}")),
+        }
+    }
+    check_unique(&specs, &mut errors);
+    if errors.is_empty() { Ok(specs) } else { Err(InventoryError(errors)) }
+}
+
+fn check_unique(specs: &[NodeSpec], errors: &mut Vec<String>) {
+    let mut names = HashSet::new();
+    let mut macs = HashSet::new();
+    let mut connectors = HashSet::new();
+    for spec in specs {
+        if !names.insert(&spec.name) {
+            errors.push(format!("node {}: name: given twice in the file", spec.name));
+        }
+        for port in &spec.ports {
+            if !macs.insert(port.address) {
+                errors.push(format!(
+                    "node {}: ports: address {} appears twice in the file",
+                    spec.name, port.address
+                ));
+            }
+        }
+        for c in &spec.volume_connectors {
+            if !connectors.insert((c.connector_type, &c.connector_id)) {
+                errors.push(format!(
+                    "node {}: volume_connectors: {} {} appears twice in the file",
+                    spec.name, c.connector_type, c.connector_id
+                ));
+            }
+        }
+    }
+}
+
+fn node_spec(value: &Value, config: &Config) -> Result<NodeSpec, String> {
+    let mut o = Object::new(value, "node")?;
+    let name = o.string("name")?.ok_or("name: missing")?;
+    check_node_name(&name).map_err(|e| format!("name: {e}"))?;
+    let storage_interface = o.parsed::<StorageInterfaceName>("storage_interface")?;
+    if let Some(s) = storage_interface
+        && !config.storage_interface_enabled(s)
+    {
+        let enabled: Vec<&str> =
+            config.default.enabled_storage_interfaces.iter().map(|s| s.as_str()).collect();
+        return Err(format!(
+            "storage_interface: {s} is not enabled (enabled: {})",
+            enabled.join(", ")
+        ));
+    }
+    let properties = o.map("properties")?;
+    if let Some(caps) = properties.get("capabilities") {
+        match caps {
+            Value::String(text) => {
+                text.parse::<crate::capabilities::NodeCapabilities>()
+                    .map_err(|e| format!("properties.capabilities: {e}"))?;
+            }
+            other => {
+                return Err(format!(
+                    "properties.capabilities: must be a \"key:value,...\" string, not {other}"
+                ));
+            }
+        }
+    }
+    let instance_info = o.map("instance_info")?;
+    check_instance_info(&instance_info)?;
+    let spec = NodeSpec {
+        uuid: o.uuid("uuid")?,
+        name,
+        driver: o.parsed("driver")?.unwrap_or(Driver::Fake),
+        driver_info: o.map("driver_info")?,
+        properties,
+        instance_info,
+        extra: o.map("extra")?,
+        storage_interface,
+        boot_interface: o.parsed("boot_interface")?.unwrap_or(BootInterfaceName::Ipxe),
+        deploy_interface: o.parsed("deploy_interface")?.unwrap_or(DeployInterfaceName::Direct),
+        provision_state: o.parsed("provision_state")?,
+        maintenance: o.bool("maintenance")?,
+        ports: o.items("ports", port_spec)?,
+        volume_connectors: o.items("volume_connectors", connector_spec)?,
+        volume_targets: o.items("volume_targets", target_spec)?,
+    };
+    o.finish()?;
+    let mut boot_indexes = HashSet::new();
+    for t in &spec.volume_targets {
+        if !boot_indexes.insert(t.boot_index) {
+            return Err(format!("volume_targets: boot_index {} is used twice", t.boot_index));
+        }
+    }
+    Ok(spec)
+}
+
+fn port_spec(value: &Value) -> Result<PortSpec, String> {
+    let mut o = Object::new(value, "port")?;
+    let address = o.string("address")?.ok_or("address: missing")?;
+    let spec = PortSpec {
+        uuid: o.uuid("uuid")?,
+        address: address.parse().map_err(|e| format!("address: {e}"))?,
+        extra: o.map("extra")?,
+    };
+    o.finish()?;
+    Ok(spec)
+}
+
+fn connector_spec(value: &Value) -> Result<ConnectorSpec, String> {
+    let mut o = Object::new(value, "volume connector")?;
+    let connector_type: ConnectorType = o.parsed("type")?.ok_or("type: missing")?;
+    let id = o.string("connector_id")?.ok_or("connector_id: missing")?;
+    let spec = ConnectorSpec {
+        uuid: o.uuid("uuid")?,
+        connector_type,
+        connector_id: canonical_connector_id(connector_type, &id)
+            .map_err(|e| format!("connector_id: {e}"))?,
+        extra: o.map("extra")?,
+    };
+    o.finish()?;
+    Ok(spec)
+}
+
+fn target_spec(value: &Value) -> Result<TargetSpec, String> {
+    let mut o = Object::new(value, "volume target")?;
+    let volume_type: VolumeType = o.parsed("volume_type")?.ok_or("volume_type: missing")?;
+    let boot_index = match o.take("boot_index") {
+        Some(Value::Number(n)) => n.as_u64().and_then(|n| u32::try_from(n).ok()),
+        None => return Err("boot_index: missing".into()),
+        Some(_) => None,
+    }
+    .ok_or("boot_index: must be an integer >= 0")?;
+    let volume_id = o.string("volume_id")?.ok_or("volume_id: missing")?;
+    check_volume_id(&volume_id)?;
+    let properties = match o.take("properties") {
+        None => None,
+        Some(Value::Object(map)) => Some(map),
+        Some(other) => return Err(format!("properties: must be an object, not {other}")),
+    };
+    let spec = TargetSpec {
+        uuid: o.uuid("uuid")?,
+        volume_type,
+        boot_index,
+        volume_id,
+        properties,
+        extra: o.map("extra")?,
+    };
+    o.finish()?;
+    if let Some(props) = &spec.properties {
+        let target = VolumeTarget {
+            uuid: String::new(),
+            volume_type,
+            boot_index,
+            volume_id: spec.volume_id.clone(),
+            properties: props.clone(),
+            extra: JsonMap::new(),
+        };
+        check_target_properties(&target)
+            .map_err(|e| format!("volume target boot_index {boot_index}: {e}"))?;
+    }
+    Ok(spec)
+}
+
+fn check_volume_id(id: &str) -> Result<(), String> {
+    let ok = !id.is_empty()
+        && id.len() <= 255
+        && id.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("volume_id: {id:?} must be 1-255 letters, digits, '-', '_' or '.'"))
+    }
+}
+
+/// Target property keys whose values are printed into scripts.
+const SCRIPT_PROPERTY_KEYS: &[&str] = &[
+    "target_portal",
+    "target_portals",
+    "target_iqn",
+    "target_iqns",
+    "target_lun",
+    "target_luns",
+    "auth_method",
+    "auth_username",
+    "auth_password",
+    "auth_reverse_username",
+    "auth_reverse_password",
+    "san_filename",
+    "target_wwn",
+    "target_wwns",
+    "target_shelf",
+    "target_slot",
+    "url",
+    "export",
+];
+
+/// Checks the connection info of a target that has any: every value that reaches a script is
+/// checked as script-safe, then parsed by the code that prints it (portal, IQN, LUN, WWN...).
+pub fn check_target_properties(target: &VolumeTarget) -> Result<(), String> {
+    if target.properties.is_empty() {
+        return Ok(());
+    }
+    for key in SCRIPT_PROPERTY_KEYS {
+        let mut printed = Vec::new();
+        collect_strings(target.properties.get(*key).unwrap_or(&Value::Null), &mut printed);
+        for text in printed {
+            check_script_value(&text).map_err(|e| format!("properties.{key}: {e}"))?;
+        }
+    }
+    match target.volume_type {
+        VolumeType::Nfs => {
+            let export = target
+                .properties
+                .get("export")
+                .and_then(Value::as_str)
+                .ok_or("properties.export: missing")?;
+            check_nfs_export(export).map_err(|e| format!("properties.export: {e}"))?;
+            if let Some(options) = target.properties.get("options").filter(|v| !v.is_null()) {
+                let options = options.as_str().ok_or("properties.options: must be a string")?;
+                let options = options.trim().trim_start_matches("-o").trim();
+                if !options.is_empty() {
+                    check_script_value(options).map_err(|e| format!("properties.options: {e}"))?;
+                }
+            }
+        }
+        _ => {
+            crate::boot::context::san_volume_for_check(target).map_err(|e| e.0)?;
+            if let Some(name) = target.properties.get("san_filename").filter(|v| !v.is_null()) {
+                name.as_str().ok_or("properties.san_filename: must be a string")?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn check_instance_info(info: &JsonMap) -> Result<(), String> {
+    let string = |key: &str| -> Result<Option<&str>, String> {
+        match info.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s)),
+            Some(other) => Err(format!("instance_info.{key}: must be a string, not {other}")),
+        }
+    };
+    for key in ["kernel", "ramdisk"] {
+        if let Some(name) = string(key)? {
+            check_file_name(name).map_err(|e| format!("instance_info.{key}: {e}"))?;
+        }
+    }
+    if let Some(root) = string("nfs_root")? {
+        check_nfs_export(root.split(',').next().unwrap_or(root))
+            .map_err(|e| format!("instance_info.nfs_root: {e}"))?;
+        check_script_value(root).map_err(|e| format!("instance_info.nfs_root: {e}"))?;
+    }
+    if let Some(options) = string("nfs_options")? {
+        check_script_value(options).map_err(|e| format!("instance_info.nfs_options: {e}"))?;
+    }
+    if let Some(params) = string("kernel_append_params")? {
+        for arg in params.split_whitespace() {
+            check_script_value(arg)
+                .map_err(|e| format!("instance_info.kernel_append_params: {e}"))?;
+        }
+        if params.chars().any(|c| c.is_control()) {
+            return Err("instance_info.kernel_append_params: contains a control character".into());
+        }
+    }
+    match info.get("force_deployment") {
+        None | Some(Value::Null | Value::Bool(_)) => {}
+        Some(Value::String(s))
+            if s.eq_ignore_ascii_case("true") || s.eq_ignore_ascii_case("false") => {}
+        Some(other) => {
+            return Err(format!(
+                "instance_info.force_deployment: must be true or false, not {other}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn collect_strings(value: &Value, out: &mut Vec<String>) {
+    match value {
+        Value::String(s) => out.push(s.clone()),
+        Value::Array(items) => items.iter().for_each(|v| collect_strings(v, out)),
+        Value::Object(map) => map.values().for_each(|v| collect_strings(v, out)),
+        _ => {}
+    }
+}
+
+/// The inventory of every node, as JSON in the file's own shape, with every secret masked.
+pub fn export(records: &[NodeRecord]) -> Value {
+    let nodes: Vec<Value> = records.iter().map(export_node).collect();
+    let mut document = json!({ "nodes": nodes });
+    secrets::mask(&mut document);
+    document
+}
+
+fn export_node(record: &NodeRecord) -> Value {
+    let node = &record.node;
+    let mut out = json!({
+        "uuid": node.uuid,
+        "name": node.name,
+        "driver": node.driver,
+        "driver_info": node.driver_info,
+        "properties": node.properties,
+        "instance_info": node.instance_info,
+        "extra": node.extra,
+        "boot_interface": node.boot_interface,
+        "deploy_interface": node.deploy_interface,
+        "provision_state": node.provision_state,
+        "maintenance": node.maintenance,
+        "ports": record.ports.iter().map(|p| json!({"uuid": p.uuid, "address": p.address, "extra": p.extra})).collect::<Vec<_>>(),
+        "volume_connectors": record.volume_connectors.iter().map(|c| json!({
+            "uuid": c.uuid, "type": c.connector_type, "connector_id": c.connector_id, "extra": c.extra})).collect::<Vec<_>>(),
+        "volume_targets": record.volume_targets.iter().map(|t| json!({
+            "uuid": t.uuid, "volume_type": t.volume_type, "boot_index": t.boot_index, "volume_id": t.volume_id,
+            "properties": t.properties, "extra": t.extra})).collect::<Vec<_>>(),
+    });
+    if let (Some(storage), Some(map)) = (node.storage_interface, out.as_object_mut()) {
+        map.insert("storage_interface".into(), json!(storage));
+    }
+    out
+}
+
+/// A JSON object being read field by field; [`Object::finish`] refuses fields nobody read.
+struct Object {
+    map: Map<String, Value>,
+    what: &'static str,
+}
+
+impl Object {
+    fn new(value: &Value, what: &'static str) -> Result<Object, String> {
+        match value {
+            Value::Object(map) => Ok(Object { map: map.clone(), what }),
+            other => Err(format!("a {what} must be an object, not {other}")),
+        }
+    }
+
+    fn take(&mut self, key: &str) -> Option<Value> {
+        self.map.remove(key).filter(|v| !v.is_null())
+    }
+
+    fn string(&mut self, key: &str) -> Result<Option<String>, String> {
+        match self.take(key) {
+            None => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s)),
+            Some(other) => Err(format!("{key}: must be a string, not {other}")),
+        }
+    }
+
+    fn parsed<T: std::str::FromStr<Err = crate::model::ValueError>>(
+        &mut self,
+        key: &str,
+    ) -> Result<Option<T>, String> {
+        self.string(key)?
+            .map(|s| s.parse().map_err(|e: crate::model::ValueError| format!("{key}: {e}")))
+            .transpose()
+    }
+
+    fn uuid(&mut self, key: &str) -> Result<Option<String>, String> {
+        self.string(key)?.map(|s| canonical_uuid(&s).map_err(|e| format!("{key}: {e}"))).transpose()
+    }
+
+    fn bool(&mut self, key: &str) -> Result<Option<bool>, String> {
+        match self.take(key) {
+            None => Ok(None),
+            Some(Value::Bool(b)) => Ok(Some(b)),
+            Some(other) => Err(format!("{key}: must be true or false, not {other}")),
+        }
+    }
+
+    fn map(&mut self, key: &str) -> Result<JsonMap, String> {
+        match self.take(key) {
+            None => Ok(JsonMap::new()),
+            Some(Value::Object(map)) => Ok(map),
+            Some(other) => Err(format!("{key}: must be an object, not {other}")),
+        }
+    }
+
+    fn array(&mut self, key: &str) -> Result<Vec<Value>, String> {
+        match self.take(key) {
+            None => Ok(Vec::new()),
+            Some(Value::Array(items)) => Ok(items),
+            Some(other) => Err(format!("{key}: must be a list, not {other}")),
+        }
+    }
+
+    fn items<T>(
+        &mut self,
+        key: &str,
+        parse: fn(&Value) -> Result<T, String>,
+    ) -> Result<Vec<T>, String> {
+        let items = self.array(key)?;
+        items
+            .iter()
+            .enumerate()
+            .map(|(i, v)| parse(v).map_err(|e| format!("{key}[{i}].{e}")))
+            .collect()
+    }
+
+    fn finish(self) -> Result<(), String> {
+        match self.map.keys().next() {
+            None => Ok(()),
+            Some(key) => Err(format!("{key}: not a field of a {}", self.what)),
+        }
+    }
+}

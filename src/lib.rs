@@ -1,0 +1,24 @@
+//! bootvol: a boot-from-volume appliance for bare-metal machines.
+//!
+//! Nodes chainload iPXE and get, per MAC, a script that boots their remote volume (iSCSI, FCoE,
+//! AoE, HTTP SAN, an NFS root, or the LUN behind an HBA), rendered from a local SQLite database.
+//!
+//! # Layout
+//!
+//! - [`model`]: plain data with Ironic's field names, and the value parsers (MAC, IQN, WWN...).
+//! - [`capabilities`]: node capabilities and interface capability tags (`check_capability`).
+//! - [`config`]: the TOML configuration, read once and passed down.
+//! - [`inventory`]: inventory files in and out; the edge where operator input is validated.
+//! - [`secrets`]: which fields are secrets, and masking them.
+//! - [`db`]: the repository over SQLite; the only module that knows SQL.
+//! - [`boot`]: scenario decision, boot context and iPXE rendering; pure.
+//! - [`cli`]: the `bootvol` commands, wiring the above together.
+
+pub mod boot;
+pub mod capabilities;
+pub mod cli;
+pub mod config;
+pub mod db;
+pub mod inventory;
+pub mod model;
+pub mod secrets;

@@ -1,0 +1,252 @@
+//! Plain data: nodes, ports, volume connectors and volume targets with Ironic's field names, and
+//! the value types they are built from.
+//!
+//! Nothing here does I/O or knows SQL, HTTP or iPXE. Records are only built from values that
+//! passed their parsers (see `inventory` for the edge that parses files).
+
+mod values;
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+pub use values::{
+    Host, ISCSI_DEFAULT_PORT, IscsiName, Lun, MacAddr, Portal, ValueError, Wwn,
+    parse_capability_bool, parse_host,
+};
+
+/// A JSON object, as Ironic keeps `driver_info`, `properties`, `instance_info` and `extra`.
+pub type JsonMap = Map<String, Value>;
+
+/// Declares a string-backed enum whose text forms are Ironic's.
+macro_rules! string_enum {
+    ($(#[$meta:meta])* $name:ident, $what:literal { $($variant:ident => $text:literal),+ $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        pub enum $name {
+            $(#[serde(rename = $text)] $variant),+
+        }
+
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            pub fn as_str(&self) -> &'static str {
+                match self { $($name::$variant => $text),+ }
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = ValueError;
+
+            fn from_str(text: &str) -> Result<Self, ValueError> {
+                match text {
+                    $($text => Ok($name::$variant),)+
+                    _ => Err(ValueError(format!(
+                        "{text:?} is not a {} (expected one of: {})",
+                        $what,
+                        [$($text),+].join(", ")
+                    ))),
+                }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+string_enum!(
+    /// The hardware type, which picks the power driver.
+    Driver, "driver" { Fake => "fake", Redfish => "redfish", Ipmi => "ipmi" }
+);
+
+string_enum!(
+    /// Ironic's storage interfaces (`node.storage_interface`).
+    StorageInterfaceName, "storage interface" { Noop => "noop", External => "external", Cinder => "cinder" }
+);
+
+string_enum!(
+    /// Boot interfaces: `ipxe` network-boots volumes; `pxe` and `fake` cannot.
+    BootInterfaceName, "boot interface" { Ipxe => "ipxe", Pxe => "pxe", Fake => "fake" }
+);
+
+string_enum!(
+    /// Deploy interfaces: `direct` writes images (scenario 4); `ramdisk` and `fake` never do.
+    DeployInterfaceName, "deploy interface" { Direct => "direct", Ramdisk => "ramdisk", Fake => "fake" }
+);
+
+string_enum!(
+    /// Ironic's power states.
+    PowerState, "power state" { On => "power on", Off => "power off" }
+);
+
+string_enum!(
+    /// The subset of Ironic's provision states a boot-from-volume appliance uses.
+    ProvisionState, "provision state" {
+        Enroll => "enroll",
+        Manageable => "manageable",
+        Available => "available",
+        Deploying => "deploying",
+        WaitCallBack => "wait call-back",
+        Active => "active",
+        Deleting => "deleting",
+        DeployFailed => "deploy failed",
+        Error => "error",
+    }
+);
+
+string_enum!(
+    /// Volume connector types of the "volume connection information" spec.
+    ConnectorType, "volume connector type" {
+        Iqn => "iqn", Ip => "ip", Mac => "mac", Wwnn => "wwnn", Wwpn => "wwpn", Port => "port", Portgroup => "portgroup",
+    }
+);
+
+string_enum!(
+    /// Volume target types: Cinder's `driver_volume_type` names plus AoE and HTTP SAN.
+    VolumeType, "volume type" {
+        Iscsi => "iscsi", FibreChannel => "fibre_channel", Aoe => "aoe", Nfs => "nfs", Http => "http",
+    }
+);
+
+/// A bare-metal node, with Ironic's field names.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Node {
+    pub uuid: String,
+    pub name: String,
+    pub driver: Driver,
+    pub driver_info: JsonMap,
+    pub properties: JsonMap,
+    pub instance_info: JsonMap,
+    pub driver_internal_info: JsonMap,
+    pub extra: JsonMap,
+    /// Starts empty (no implied default); see [`Node::effective_storage_interface`].
+    pub storage_interface: Option<StorageInterfaceName>,
+    pub boot_interface: BootInterfaceName,
+    pub deploy_interface: DeployInterfaceName,
+    pub power_state: Option<PowerState>,
+    pub target_power_state: Option<PowerState>,
+    pub provision_state: ProvisionState,
+    pub target_provision_state: Option<ProvisionState>,
+    pub maintenance: bool,
+    pub maintenance_reason: Option<String>,
+    pub last_error: Option<String>,
+    pub created_at: Option<String>,
+    pub updated_at: Option<String>,
+}
+
+impl Node {
+    /// The storage interface that applies: the node's own, or the configured default when the
+    /// node has none recorded.
+    pub fn effective_storage_interface(
+        &self,
+        default: StorageInterfaceName,
+    ) -> StorageInterfaceName {
+        self.storage_interface.unwrap_or(default)
+    }
+
+    /// The node's `properties.capabilities`, parsed.
+    pub fn capabilities(&self) -> Result<crate::capabilities::NodeCapabilities, ValueError> {
+        match self.properties.get("capabilities") {
+            None | Some(Value::Null) => Ok(Default::default()),
+            Some(Value::String(text)) => text.parse(),
+            Some(other) => Err(ValueError(format!(
+                "properties.capabilities must be a \"key:value,key:value\" string, not {other}"
+            ))),
+        }
+    }
+}
+
+/// A network port of a node, identified by its MAC.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Port {
+    pub uuid: String,
+    pub address: MacAddr,
+    pub extra: JsonMap,
+}
+
+/// The node's side of a volume connection: an initiator IQN, a WWPN, an IP...
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VolumeConnector {
+    pub uuid: String,
+    #[serde(rename = "type")]
+    pub connector_type: ConnectorType,
+    pub connector_id: String,
+    pub extra: JsonMap,
+}
+
+/// A volume the node uses; `boot_index` 0 is the boot volume. `properties` carries the
+/// connection info (Cinder's `connection_info.data`, or what the operator recorded).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VolumeTarget {
+    pub uuid: String,
+    pub volume_type: VolumeType,
+    pub boot_index: u32,
+    pub volume_id: String,
+    pub properties: JsonMap,
+    pub extra: JsonMap,
+}
+
+/// A node with everything the boot path needs about it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeRecord {
+    pub node: Node,
+    pub ports: Vec<Port>,
+    pub volume_connectors: Vec<VolumeConnector>,
+    /// Sorted by `boot_index`.
+    pub volume_targets: Vec<VolumeTarget>,
+}
+
+/// Parses a connector id according to its type and returns its canonical form: MACs and WWNs
+/// normalised, IQNs and IPs checked, port/portgroup ids checked as UUIDs.
+pub fn canonical_connector_id(
+    connector_type: ConnectorType,
+    id: &str,
+) -> Result<String, ValueError> {
+    Ok(match connector_type {
+        ConnectorType::Iqn => id.parse::<IscsiName>()?.to_string(),
+        ConnectorType::Ip => id
+            .parse::<std::net::IpAddr>()
+            .map_err(|_| ValueError(format!("{id:?} is not an IP address")))?
+            .to_string(),
+        ConnectorType::Mac => id.parse::<MacAddr>()?.to_string(),
+        ConnectorType::Wwnn | ConnectorType::Wwpn => id.parse::<Wwn>()?.to_string(),
+        ConnectorType::Port | ConnectorType::Portgroup => uuid::Uuid::parse_str(id)
+            .map_err(|_| ValueError(format!("{id:?} is not a UUID")))?
+            .hyphenated()
+            .to_string(),
+    })
+}
+
+/// Checks a node name: 1-255 characters of RFC 3986's unreserved set, as Ironic allows.
+pub fn check_node_name(name: &str) -> Result<(), ValueError> {
+    let ok = !name.is_empty()
+        && name.len() <= 255
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~'));
+    if ok {
+        Ok(())
+    } else {
+        Err(ValueError(format!(
+            "{name:?} is not a node name (1-255 characters: letters, digits, '-', '.', '_', '~')"
+        )))
+    }
+}
+
+/// Checks a UUID given by the operator and returns it in hyphenated lowercase form.
+pub fn canonical_uuid(text: &str) -> Result<String, ValueError> {
+    uuid::Uuid::parse_str(text)
+        .map(|u| u.hyphenated().to_string())
+        .map_err(|_| ValueError(format!("{text:?} is not a UUID")))
+}
+
+/// A fresh random UUID.
+pub fn new_uuid() -> String {
+    uuid::Uuid::new_v4().hyphenated().to_string()
+}

@@ -1,0 +1,95 @@
+//! Which JSON fields are secrets, and masking them.
+//!
+//! BMC passwords live in `driver_info`, CHAP secrets in volume target `properties`, config
+//! drives in `instance_info`. Every output but the boot script served to the node itself goes
+//! through [`mask`]. Pure.
+
+use serde_json::{Map, Value};
+
+/// What a masked secret is shown as (Ironic's form).
+pub const MASK: &str = "******";
+
+/// Whether a JSON key names a secret: any key containing `password`, `passwd`, `pswd`,
+/// `secret` or `token`, a `*_key`, or a config drive.
+pub fn is_secret_key(key: &str) -> bool {
+    let key = key.to_ascii_lowercase();
+    ["password", "passwd", "pswd", "secret", "token"].iter().any(|word| key.contains(word))
+        || key.ends_with("_key")
+        || key == "configdrive"
+}
+
+/// Replaces every secret value (at any depth) with [`MASK`]; null values stay null.
+pub fn mask(value: &mut Value) {
+    match value {
+        Value::Object(map) => mask_map(map),
+        Value::Array(items) => items.iter_mut().for_each(mask),
+        _ => {}
+    }
+}
+
+/// [`mask`] for a JSON object.
+pub fn mask_map(map: &mut Map<String, Value>) {
+    for (key, value) in map.iter_mut() {
+        if is_secret_key(key) && !value.is_null() {
+            *value = Value::from(MASK);
+        } else {
+            mask(value);
+        }
+    }
+}
+
+/// Puts stored secrets back where `incoming` carries [`MASK`], so that an exported inventory
+/// applies without losing secrets. Returns the path of a masked field with nothing stored.
+pub fn restore_masked(
+    incoming: &mut Map<String, Value>,
+    stored: Option<&Map<String, Value>>,
+) -> Result<(), String> {
+    for (key, value) in incoming.iter_mut() {
+        let old = stored.and_then(|s| s.get(key));
+        match value {
+            Value::String(s) if s == MASK && is_secret_key(key) => match old {
+                Some(old) if old.as_str() != Some(MASK) && !old.is_null() => *value = old.clone(),
+                _ => return Err(key.clone()),
+            },
+            Value::Object(inner) => restore_masked(inner, old.and_then(Value::as_object))
+                .map_err(|path| format!("{key}.{path}"))?,
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn masks_secrets_at_any_depth() {
+        let mut value = json!({"redfish_password": "pw", "auth_password": "chap", "auth_username": "u",
+            "nested": {"auth_reverse_password": "r", "list": [{"app_cred_secret": "s"}]}, "none_password": null});
+        mask(&mut value);
+        assert_eq!(
+            value,
+            json!({"redfish_password": MASK, "auth_password": MASK, "auth_username": "u",
+            "nested": {"auth_reverse_password": MASK, "list": [{"app_cred_secret": MASK}]}, "none_password": null})
+        );
+    }
+
+    #[test]
+    fn restores_masked_secrets_from_the_stored_copy() {
+        let stored = json!({"auth_password": "chap", "d": {"ipmi_password": "pw"}});
+        let mut incoming =
+            json!({"auth_password": MASK, "d": {"ipmi_password": MASK}, "auth_username": "u"});
+        restore_masked(incoming.as_object_mut().unwrap(), stored.as_object()).unwrap();
+        assert_eq!(
+            incoming,
+            json!({"auth_password": "chap", "d": {"ipmi_password": "pw"}, "auth_username": "u"})
+        );
+        let mut orphan = json!({"d": {"ipmi_password": MASK}});
+        assert_eq!(
+            restore_masked(orphan.as_object_mut().unwrap(), None).unwrap_err(),
+            "d.ipmi_password"
+        );
+    }
+}

@@ -1,0 +1,262 @@
+//! The `bootvol` binary run as an operator runs it: apply, export, render, check-config, demo.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+use crate::support::{config_text, fixture};
+
+const SECRETS: &[&str] =
+    &["boot-chap-secret-1", "mutual-secret-22", "data-chap-secret-3", "bmc-password-9"];
+
+struct Appliance {
+    dir: tempfile::TempDir,
+}
+
+impl Appliance {
+    fn new() -> Appliance {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("bootvol.toml"), config_text(dir.path())).unwrap();
+        Appliance { dir }
+    }
+
+    fn path(&self, name: &str) -> std::path::PathBuf {
+        self.dir.path().join(name)
+    }
+
+    #[allow(clippy::disallowed_methods)] // tests start the real binary
+    fn run(&self, args: &[&str]) -> Output {
+        let config = self.path("bootvol.toml");
+        Command::new(env!("CARGO_BIN_EXE_bootvol"))
+            .arg("--config")
+            .arg(&config)
+            .args(args)
+            .output()
+            .expect("bootvol runs")
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let output = self.run(args);
+        assert!(
+            output.status.success(),
+            "bootvol {args:?} failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).unwrap()
+    }
+
+    fn fails(&self, args: &[&str]) -> String {
+        let output = self.run(args);
+        assert!(!output.status.success(), "bootvol {args:?} should fail");
+        String::from_utf8(output.stderr).unwrap()
+    }
+
+    /// The scenario inventory with a BMC password added to one node.
+    fn write_scenarios(&self) -> String {
+        let mut doc: Value = serde_json::from_str(
+            &std::fs::read_to_string(fixture("inventory/scenarios.json")).unwrap(),
+        )
+        .unwrap();
+        doc["nodes"][0]["driver"] = "redfish".into();
+        doc["nodes"][0]["driver_info"] = serde_json::json!({"redfish_address": "https://192.0.2.50",
+            "redfish_username": "admin", "redfish_password": "bmc-password-9"});
+        let path = self.path("scenarios.json");
+        std::fs::write(&path, doc.to_string()).unwrap();
+        path.display().to_string()
+    }
+}
+
+fn file_str(path: &Path) -> String {
+    path.display().to_string()
+}
+
+#[test]
+fn apply_is_idempotent_and_keeps_uuids() {
+    let app = Appliance::new();
+    let file = app.write_scenarios();
+    let first = app.ok(&["apply", &file]);
+    assert!(first.starts_with("created: "), "{first}");
+    assert_eq!(first.matches(',').count(), 11, "12 nodes created: {first}");
+    let export_before = app.ok(&["export"]);
+    let second = app.ok(&["apply", &file]);
+    assert!(
+        second.starts_with("unchanged: ")
+            && !second.contains("created")
+            && !second.contains("updated"),
+        "{second}"
+    );
+    assert_eq!(app.ok(&["export"]), export_before, "a second apply changed something");
+}
+
+#[test]
+fn export_masks_every_secret_and_render_is_the_only_place_a_chap_secret_is_written() {
+    let app = Appliance::new();
+    let file = app.write_scenarios();
+    app.ok(&["apply", &file]);
+    let export = app.ok(&["export"]);
+    for secret in SECRETS {
+        assert!(!export.contains(secret), "export shows {secret}");
+    }
+    let doc: Value = serde_json::from_str(&export).unwrap();
+    let chap =
+        &doc["nodes"].as_array().unwrap().iter().find(|n| n["name"] == "iscsi-chap").unwrap();
+    assert_eq!(chap["volume_targets"][0]["properties"]["auth_password"], "******");
+    assert_eq!(chap["volume_targets"][0]["properties"]["auth_reverse_password"], "******");
+    assert_eq!(chap["driver_info"]["redfish_password"], "******");
+    assert_eq!(chap["volume_targets"][0]["properties"]["auth_username"], "node-user");
+
+    let script = app.ok(&["render", "--mac", "52-54-00-00-01-01"]);
+    assert!(script.contains("set password boot-chap-secret-1"));
+    assert!(script.contains("set reverse-password mutual-secret-22"));
+
+    // The masked export applies back without losing the stored secrets.
+    let exported = app.path("exported.json");
+    std::fs::write(&exported, &export).unwrap();
+    let report = app.ok(&["apply", &file_str(&exported)]);
+    assert!(report.starts_with("unchanged: "), "{report}");
+    assert_eq!(app.ok(&["render", "--mac", "5254.0000.0101"]), script);
+}
+
+#[test]
+fn one_bad_node_fails_the_whole_file_and_changes_nothing() {
+    let app = Appliance::new();
+    let file = app.write_scenarios();
+    app.ok(&["apply", &file]);
+    let before = app.ok(&["export"]);
+    let mut doc: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    doc["nodes"][1]["volume_targets"][0]["properties"]["target_portals"][1] =
+        "2001:db8::6:3260".into();
+    doc["nodes"][2]["properties"]["capabilities"] = "iscsi_boot:maybe".into();
+    doc["nodes"][3]["ports"][0]["address"] = "52:54:00:00:04".into();
+    doc["nodes"]
+        .as_array_mut()
+        .unwrap()
+        .push(serde_json::json!({"name": "new-node", "ports": [{"address": "52:54:00:99:99:99"}]}));
+    let bad = app.path("bad.json");
+    std::fs::write(&bad, doc.to_string()).unwrap();
+    let stderr = app.fails(&["apply", &file_str(&bad)]);
+    assert!(stderr.contains("nothing was changed"), "{stderr}");
+    assert!(stderr.contains("node iscsi-multipath: volume_targets[0].volume target boot_index 0: volume target boot_index 0 (8b9a2a86-6a4a-4d5a-9c0e-2b6a0c1f0a01): portal \"2001:db8::6:3260\": write an IPv6 address in brackets")
+        || stderr.contains("node iscsi-multipath: volume_targets[0]"), "{stderr}");
+    assert!(
+        stderr.contains("node iscsi-uefi: properties.capabilities: capability iscsi_boot"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("node fcoe: ports[0].address: \"52:54:00:00:04\" is not a MAC address"),
+        "{stderr}"
+    );
+    assert_eq!(app.ok(&["export"]), before);
+    let unknown = app.ok(&["render", "--mac", "52:54:00:99:99:99"]);
+    assert!(unknown.contains("unknown machine"), "new-node must not exist: {unknown}");
+}
+
+#[test]
+fn a_conflict_with_the_database_names_the_node_and_field_and_changes_nothing() {
+    let app = Appliance::new();
+    let file = app.write_scenarios();
+    app.ok(&["apply", &file]);
+    let before = app.ok(&["export"]);
+    let other = app.path("other.json");
+    std::fs::write(
+        &other,
+        r#"{"nodes": [
+        {"name": "fresh", "ports": [{"address": "52:54:00:77:77:77"}]},
+        {"name": "thief", "ports": [{"address": "52:54:00:00:05:01"}]}]}"#,
+    )
+    .unwrap();
+    let stderr = app.fails(&["apply", &file_str(&other)]);
+    assert!(
+        stderr.contains(
+            "node thief: ports[0].address: 52:54:00:00:05:01 already belongs to node aoe"
+        ),
+        "{stderr}"
+    );
+    assert_eq!(app.ok(&["export"]), before);
+    assert!(app.ok(&["render", "--mac", "52:54:00:77:77:77"]).contains("unknown machine"));
+}
+
+#[test]
+fn prune_deletes_nodes_absent_from_the_file_and_macs_can_move() {
+    let app = Appliance::new();
+    let file = app.write_scenarios();
+    app.ok(&["apply", &file]);
+    let small = app.path("small.toml");
+    std::fs::write(&small, r#"
+[[nodes]]
+name = "aoe"
+storage_interface = "external"
+properties = { capabilities = "aoe_boot:true" }
+ports = [{ address = "52:54:00:00:05:01" }, { address = "52:54:00:00:06:01" }]
+volume_targets = [{ volume_type = "aoe", boot_index = 0, volume_id = "vol-aoe", properties = { target_shelf = 3, target_slot = 1 } }]
+"#).unwrap();
+    // Without --prune the MAC of http-san is still taken.
+    let stderr = app.fails(&["apply", &file_str(&small)]);
+    assert!(stderr.contains("already belongs to node http-san"), "{stderr}");
+    let report = app.ok(&["apply", "--prune", &file_str(&small)]);
+    assert!(report.contains("updated: aoe"), "{report}");
+    assert!(
+        report.contains("deleted: ")
+            && report.contains("http-san")
+            && report.contains("iscsi-chap"),
+        "{report}"
+    );
+    let doc: Value = serde_json::from_str(&app.ok(&["export"])).unwrap();
+    assert_eq!(doc["nodes"].as_array().unwrap().len(), 1);
+    assert!(
+        app.ok(&["render", "--mac", "52:54:00:00:06:01"]).contains("sanhook --drive 0x80 aoe:e3.1")
+    );
+}
+
+#[test]
+fn storage_interfaces_must_be_enabled() {
+    let app = Appliance::new();
+    std::fs::write(
+        app.path("bootvol.toml"),
+        config_text(app.dir.path()).replace(
+            r#"enabled_storage_interfaces = ["noop", "external", "cinder"]"#,
+            r#"enabled_storage_interfaces = ["noop", "external"]"#,
+        ),
+    )
+    .unwrap();
+    let stderr = app.fails(&["apply", &app.write_scenarios()]);
+    assert!(stderr.contains("node iscsi-multipath: storage_interface: cinder is not enabled (enabled: noop, external)"), "{stderr}");
+}
+
+#[test]
+fn render_matches_the_golden_scripts() {
+    let app = Appliance::new();
+    app.ok(&["apply", &file_str(&fixture("inventory/scenarios.json"))]);
+    let script = app.ok(&["render", "--mac", "52:54:00:00:04:01"]);
+    assert_eq!(script, std::fs::read_to_string(fixture("ipxe/fcoe.ipxe")).unwrap());
+    let stderr =
+        String::from_utf8(app.run(&["render", "--mac", "52:54:00:00:0c:01"]).stderr).unwrap();
+    assert!(stderr.contains("capability iscsi_boot is not true"), "{stderr}");
+    assert!(app.fails(&["render", "--mac", "not-a-mac"]).contains("is not a MAC address"));
+}
+
+#[test]
+fn check_config_names_the_bad_key() {
+    let app = Appliance::new();
+    assert!(app.ok(&["check-config"]).contains(": OK"));
+    std::fs::write(app.path("bootvol.toml"), "[cinder]\nurl_timeout = 0\n").unwrap();
+    assert!(app.fails(&["check-config"]).contains("cinder.url_timeout"));
+    std::fs::write(app.path("bootvol.toml"), "[http]\nlisten = \"0.0.0.0:8080\"\nbogus = 1\n")
+        .unwrap();
+    assert!(app.fails(&["check-config"]).contains("bogus"));
+    let example = file_str(&Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/bootvol.toml"));
+    std::fs::copy(&example, app.path("bootvol.toml")).unwrap();
+    assert!(app.ok(&["check-config"]).contains("public_url: \"http://192.0.2.10:8080\""));
+}
+
+#[test]
+#[allow(clippy::disallowed_methods)]
+fn demo_runs_without_configuration() {
+    let output = Command::new(env!("CARGO_BIN_EXE_bootvol")).arg("demo").output().unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let text = String::from_utf8(output.stdout).unwrap();
+    for scenario in ["[iscsi]", "[fcoe]", "[aoe]", "[http-san]", "[nfs-root]", "[hba]", "[none]"] {
+        assert!(text.contains(scenario), "demo lacks {scenario}");
+    }
+}

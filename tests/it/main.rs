@@ -1,0 +1,7 @@
+//! bootvol's single integration-test binary: goldens for every scenario, hostile values, and the
+//! `bootvol` commands run as a user runs them.
+
+mod cli;
+mod hostile;
+mod scenarios;
+mod support;

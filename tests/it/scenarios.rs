@@ -1,0 +1,132 @@
+//! Every scenario rendered from the scenario inventory and compared with its golden script.
+
+use crate::support::{check_golden, config, render_mac, scenario_db};
+
+fn golden(mac: &str, name: &str, scenario: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path());
+    let db = scenario_db(&config);
+    let script = render_mac(&db, &config, mac);
+    assert_eq!(script.scenario, scenario, "{name}: {:?}", script.problem);
+    check_golden(name, &script.text);
+    script.text
+}
+
+#[test]
+fn iscsi_with_mutual_chap_and_extra_volumes() {
+    let text = golden("52:54:00:00:01:02", "iscsi-chap", "iscsi");
+    // Mutual CHAP is set for the boot volume and cleared before a volume without it.
+    let boot = text.find("sanhook --drive 0x80").unwrap();
+    let data = text.find("sanhook --drive 0x81").unwrap();
+    let scratch = text.find("sanhook --drive 0x82").unwrap();
+    assert!(text[..boot].contains("set reverse-password mutual-secret-22"));
+    assert!(text[boot..data].contains("set password data-chap-secret-3"));
+    assert!(text[boot..data].contains("clear reverse-password"));
+    assert!(text[data..scratch].contains("clear password"));
+    // Ironic's defects: IPv6 brackets kept, a string LUN read and printed in hex, a missing LUN is 0.
+    assert!(text.contains("iscsi:[2001:db8::5]::3260:10:iqn.2024-01.org.example.san:data"));
+    assert!(text.contains("iscsi:san.example::3260:0:iqn.2024-01.org.example.san:scratch"));
+    assert!(text.contains("iscsi:192.0.2.5::3261:2:iqn.2024-01.org.example.san:boot"));
+}
+
+#[test]
+fn iscsi_multipath_pairs_each_portal_with_its_own_iqn_and_lun() {
+    let text = golden("52:54:00:00:02:01", "iscsi-multipath", "iscsi");
+    assert!(text.contains(
+        "sanhook --drive 0x80 iscsi:192.0.2.5::3260:1:iqn.2024-01.org.example.san:ctrl-a \
+         iscsi:[2001:db8::6]::3260:7:iqn.2024-01.org.example.san:ctrl-b || goto bootvol_retry"
+    ));
+    assert!(!text.contains("set username"));
+}
+
+#[test]
+fn iscsi_uefi_boots_the_named_file() {
+    let text = golden("52:54:00:00:03:01", "iscsi-uefi", "iscsi");
+    assert!(text.contains("sanboot --no-describe --drive 0x80 --filename \\EFI\\BOOT\\BOOTX64.EFI || goto bootvol_retry"));
+}
+
+#[test]
+fn fcoe_one_uri_per_target_wwn() {
+    let text = golden("52:54:00:00:04:01", "fcoe", "fcoe");
+    assert!(text.contains(
+        "sanhook --drive 0x80 fcp:50:0a:09:82:99:1b:8d:c5:11 fcp:50:0a:09:82:a9:1b:8d:c5:11 ||"
+    ));
+    assert!(text.contains("sanhook --drive 0x81 fcp:50:0a:09:82:99:1b:8d:c5:0 ||"));
+}
+
+#[test]
+fn aoe_shelf_and_slot() {
+    let text = golden("52:54:00:00:05:01", "aoe", "aoe");
+    assert!(text.contains("sanhook --drive 0x80 aoe:e3.1 ||"));
+}
+
+#[test]
+fn http_san_url() {
+    let text = golden("52:54:00:00:06:01", "http-san", "http-san");
+    assert!(text.contains("sanhook --drive 0x80 http://192.0.2.10:8080/files/images/disk.img ||"));
+}
+
+#[test]
+fn nfs_root_from_instance_info() {
+    let text = golden("52:54:00:00:07:01", "nfs-root", "nfs-root");
+    assert!(text.contains(
+        "kernel http://192.0.2.10:8080/files/nfs/vmlinuz initrd=initrd.img root=/dev/nfs \
+         nfsroot=192.0.2.7:/srv/nfsroot,vers=3,tcp ip=dhcp console=ttyS0 panic=-1 || goto bootvol_failed"
+    ));
+    assert!(
+        text.contains("initrd http://192.0.2.10:8080/files/nfs/initrd.img || goto bootvol_failed")
+    );
+}
+
+#[test]
+fn nfs_root_from_a_cinder_nfs_target() {
+    let text = golden("52:54:00:00:08:01", "nfs-cinder", "nfs-root");
+    assert!(text.contains("nfsroot=[2001:db8::7]:/exports/root,vers=4.1 ip=dhcp"));
+}
+
+#[test]
+fn hba_hands_back_to_the_firmware() {
+    let text = golden("52:54:00:00:09:01", "hba", "hba");
+    assert!(text.lines().any(|l| l == "exit"));
+    assert!(!text.contains("sanboot") && !text.contains("sanhook"));
+    golden("52:54:00:00:0a:01", "hba-deploy", "hba-deploy");
+}
+
+#[test]
+fn noop_storage_and_unknown_macs_get_the_default_script() {
+    let text = golden("52:54:00:00:0b:01", "noop-storage", "none");
+    assert!(!text.contains("sanboot"));
+    let unknown = golden("52:54:00:ff:ff:ff", "unknown-mac", "unknown");
+    assert!(unknown.lines().any(|l| l == "exit"));
+}
+
+#[test]
+fn a_node_that_does_not_validate_gets_the_default_script_and_a_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path());
+    let db = scenario_db(&config);
+    let script = render_mac(&db, &config, "52:54:00:00:0c:01");
+    assert_eq!(script.scenario, "invalid");
+    assert_eq!(
+        script.problem.as_deref(),
+        Some(
+            "boot volume vol-nocap is iscsi but capability iscsi_boot is not true in properties.capabilities"
+        )
+    );
+    check_golden("no-capability", &script.text);
+}
+
+#[test]
+fn san_retries_are_bounded_by_the_configuration() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path());
+    let db = scenario_db(&config);
+    let text = render_mac(&db, &config, "52:54:00:00:05:01").text;
+    // san_attempts = 4: the counter stops at 4, then the script gives up and exits.
+    assert!(text.contains("iseq ${bootvol-try} 4 && goto bootvol_failed ||"));
+    for (from, to) in [(3, 4), (2, 3), (1, 2)] {
+        assert!(text.contains(&format!("iseq ${{bootvol-try}} {from} && set bootvol-try {to} ||")));
+    }
+    assert!(text.contains("sleep 3\ngoto bootvol_attach\n"));
+    assert!(text.trim_end().ends_with(":bootvol_failed\necho bootvol: giving up on aoe after 4 attempts, handing back to the firmware\nexit 1"));
+}
