@@ -70,3 +70,35 @@ impl Db {
         Ok(self.conn.pragma_query_value(None, "data_version", |row| row.get(0))?)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn storage_interface_arrives_by_its_own_step_and_starts_empty() {
+        let dir = std::env::temp_dir().join(format!("bootvol-migration-{}", std::process::id()));
+        let path = dir.join("old.db");
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        {
+            // A database as the first schema step left it, with a node in it.
+            let mut conn = Connection::open(&path).unwrap();
+            migrations::migrations().to_version(&mut conn, 1).unwrap();
+            conn.execute(
+                "INSERT INTO nodes (uuid, name, driver, boot_interface, deploy_interface, provision_state) \
+                 VALUES ('44444444-4444-4444-8444-000000000001', 'old', 'fake', 'ipxe', 'direct', 'active')",
+                [],
+            )
+            .unwrap();
+        }
+        let db = Db::open(&path).unwrap();
+        assert_eq!(db.schema_version().unwrap(), 2);
+        let record = db.node_record("old").unwrap().unwrap();
+        assert_eq!(record.node.storage_interface, None, "no implied default in the database");
+        let journal: String =
+            db.conn.pragma_query_value(None, "journal_mode", |r| r.get(0)).unwrap();
+        assert_eq!(journal, "wal");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

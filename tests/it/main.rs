@@ -5,3 +5,4 @@ mod cli;
 mod hostile;
 mod scenarios;
 mod support;
+mod validation;
