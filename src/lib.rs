@@ -22,3 +22,4 @@ pub mod db;
 pub mod inventory;
 pub mod model;
 pub mod secrets;
+pub mod tftp;

@@ -1,0 +1,1 @@
+//! End-to-end boots of real QEMU VMs through bootvol. Being written.
