@@ -52,6 +52,8 @@ pub enum Command {
         #[arg(long, value_name = "MAC")]
         mac: String,
     },
+    /// Serve boot scripts and files over HTTP and TFTP until SIGTERM.
+    Serve,
     /// Run on an embedded default (in-memory database, sample inventory) and print every
     /// sample node's scenario and script.
     Demo,
@@ -68,6 +70,7 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<()> {
                 Command::Apply { file, prune } => apply(&config, &file, prune, out),
                 Command::Export => export(&config, out),
                 Command::Render { mac } => render(&config, &mac, out),
+                Command::Serve => serve(config),
                 Command::Demo => unreachable_demo(),
             }
         }
@@ -144,6 +147,27 @@ fn render(config: &Config, mac: &str, out: &mut dyn Write) -> Result<()> {
     }
     out.write_all(script.text.as_bytes())?;
     Ok(())
+}
+
+fn serve(config: Config) -> Result<()> {
+    init_logging();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(async {
+        let listeners = crate::app::Listeners::bind(&config).await?;
+        crate::app::serve(config, listeners, tokio_util::sync::CancellationToken::new()).await
+    })
+}
+
+/// Logs to standard error; `RUST_LOG` filters (default `info`).
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(ansi)
+        .with_writer(std::io::stderr)
+        .try_init();
 }
 
 fn script_for_config(

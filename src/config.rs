@@ -66,11 +66,17 @@ impl Default for DefaultSection {
 #[serde(deny_unknown_fields, default)]
 pub struct DatabaseSection {
     pub path: PathBuf,
+    /// How often `bootvol serve` checks whether another process (such as `bootvol apply`)
+    /// changed the database, in milliseconds.
+    pub watch_interval_ms: u64,
 }
 
 impl Default for DatabaseSection {
     fn default() -> Self {
-        DatabaseSection { path: PathBuf::from("/var/lib/bootvol/bootvol.db") }
+        DatabaseSection {
+            path: PathBuf::from("/var/lib/bootvol/bootvol.db"),
+            watch_interval_ms: 500,
+        }
     }
 }
 
@@ -99,7 +105,16 @@ impl Default for HttpSection {
 #[serde(deny_unknown_fields, default)]
 pub struct TftpSection {
     pub listen: SocketAddr,
+    /// iPXE binaries and other files served by name.
     pub root: PathBuf,
+    /// The largest `blksize` granted (RFC 2348); 1468 fits a 1500-byte Ethernet frame.
+    pub max_block_size: u16,
+    /// The largest `windowsize` granted (RFC 7440).
+    pub max_window_size: u16,
+    /// Seconds before a block is sent again.
+    pub timeout: u64,
+    /// Retransmissions before a silent client is given up.
+    pub retries: u32,
 }
 
 impl Default for TftpSection {
@@ -107,6 +122,10 @@ impl Default for TftpSection {
         TftpSection {
             listen: SocketAddr::from(([0, 0, 0, 0], 69)),
             root: PathBuf::from("/usr/lib/ipxe"),
+            max_block_size: 1468,
+            max_window_size: 16,
+            timeout: 1,
+            retries: 5,
         }
     }
 }
@@ -240,6 +259,30 @@ impl Config {
         if !self.cinder.url.is_empty() {
             crate::boot::context::check_http_url(&self.cinder.url)
                 .map_err(|m| ("cinder.url", m))?;
+        }
+        if !(512..=65464).contains(&self.tftp.max_block_size) {
+            return Err((
+                "tftp.max_block_size",
+                format!("{} is not between 512 and 65464", self.tftp.max_block_size),
+            ));
+        }
+        if self.tftp.max_window_size == 0 {
+            return Err(("tftp.max_window_size", "must be at least 1".into()));
+        }
+        if !(1..=255).contains(&self.tftp.timeout) {
+            return Err((
+                "tftp.timeout",
+                format!("{} is not between 1 and 255 seconds", self.tftp.timeout),
+            ));
+        }
+        if self.tftp.retries > 50 {
+            return Err(("tftp.retries", format!("{} is more than 50", self.tftp.retries)));
+        }
+        if !(10..=60_000).contains(&self.database.watch_interval_ms) {
+            return Err((
+                "database.watch_interval_ms",
+                format!("{} is not between 10 and 60000", self.database.watch_interval_ms),
+            ));
         }
         if !(1..=20).contains(&self.boot.san_attempts) {
             return Err((

@@ -14,11 +14,14 @@
 //! - [`boot`]: scenario decision, boot context and iPXE rendering; pure.
 //! - [`cli`]: the `bootvol` commands, wiring the above together.
 
+pub mod app;
 pub mod boot;
 pub mod capabilities;
 pub mod cli;
 pub mod config;
 pub mod db;
+pub mod files;
+pub mod http;
 pub mod inventory;
 pub mod model;
 pub mod secrets;

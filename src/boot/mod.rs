@@ -7,10 +7,12 @@
 pub mod context;
 pub mod render;
 pub mod scenario;
+pub mod snapshot;
 
 pub use context::{BootContext, BootSettings};
 pub use render::{RenderError, Templates, check_script_value};
 pub use scenario::{BootOption, Scenario, ScenarioError, decide, set_boot_option};
+pub use snapshot::{BootSnapshot, ServedScript};
 
 use crate::model::{NodeRecord, StorageInterfaceName};
 

@@ -23,6 +23,7 @@ pub const BUILTIN_TEMPLATES: &[(&str, &str)] = &[
     ("ipxe/nfs.ipxe.j2", include_str!("../../templates/ipxe/nfs.ipxe.j2")),
     ("ipxe/hba.ipxe.j2", include_str!("../../templates/ipxe/hba.ipxe.j2")),
     ("ipxe/default.ipxe.j2", include_str!("../../templates/ipxe/default.ipxe.j2")),
+    ("ipxe/boot.ipxe.j2", include_str!("../../templates/ipxe/boot.ipxe.j2")),
 ];
 
 /// Why a script could not be printed.
@@ -71,6 +72,18 @@ impl Templates {
                 .map_err(|e| RenderError { template: (*name).into(), message: describe(&e) })?;
         }
         Ok(templates)
+    }
+
+    /// Renders the generic `boot.ipxe` every iPXE client chains to: it looks up each of the
+    /// first `nics` NICs' MAC at `public_url`.
+    pub fn render_generic(&self, public_url: &str, nics: u32) -> Result<String, RenderError> {
+        let name = "ipxe/boot.ipxe.j2";
+        let failed = |e: Error| RenderError { template: name.into(), message: describe(&e) };
+        let template = self.env.get_template(name).map_err(failed)?;
+        let nics: Vec<u32> = (0..nics).collect();
+        template
+            .render(minijinja::context! { public_url => public_url, nics => nics })
+            .map_err(failed)
     }
 
     /// Renders one context with the template it names.

@@ -4,5 +4,6 @@
 mod cli;
 mod hostile;
 mod scenarios;
+mod serve;
 mod support;
 mod validation;

@@ -1,0 +1,66 @@
+//! Boot script handlers: answers come from the snapshot, already rendered.
+
+use std::net::SocketAddr;
+
+use axum::extract::{ConnectInfo, Path, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+
+use super::BootState;
+use crate::model::MacAddr;
+
+const SCRIPT_TYPE: HeaderValue = HeaderValue::from_static("text/plain; charset=utf-8");
+
+fn script_response(status: StatusCode, body: Bytes) -> Response {
+    (status, [(header::CONTENT_TYPE, SCRIPT_TYPE)], body).into_response()
+}
+
+/// `GET /boot.ipxe`: the script every iPXE client chains to first.
+pub(super) async fn generic(
+    State(state): State<BootState>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+) -> Response {
+    let snapshot = state.snapshot.load();
+    tracing::info!(%client, path = "/boot.ipxe", "generic boot script");
+    script_response(StatusCode::OK, snapshot.generic_script().clone())
+}
+
+/// `GET /boot/<mac>.ipxe` (any common MAC form) and `GET /boot/default.ipxe`. An unknown MAC
+/// answers 404 with the default script as body, so the generic script tries the next NIC.
+pub(super) async fn per_mac(
+    State(state): State<BootState>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    Path(file): Path<String>,
+) -> Response {
+    let snapshot = state.snapshot.load();
+    let Some(stem) = file.strip_suffix(".ipxe") else {
+        return (StatusCode::NOT_FOUND, "not found\n").into_response();
+    };
+    if stem == "default" {
+        tracing::info!(%client, mac = "-", node = "-", scenario = "default", "boot script");
+        return script_response(StatusCode::OK, snapshot.default_script().text.clone());
+    }
+    let mac: MacAddr = match stem.parse() {
+        Ok(mac) => mac,
+        Err(_) => return (StatusCode::BAD_REQUEST, "not a MAC address\n").into_response(),
+    };
+    match snapshot.script(mac) {
+        Some(script) => {
+            let node = script.node.as_deref().unwrap_or("-");
+            match &script.problem {
+                None => {
+                    tracing::info!(%client, %mac, node, scenario = script.scenario, "boot script")
+                }
+                Some(problem) => {
+                    tracing::warn!(%client, %mac, node, scenario = script.scenario, problem, "boot script")
+                }
+            }
+            script_response(StatusCode::OK, script.text.clone())
+        }
+        None => {
+            tracing::info!(%client, %mac, node = "-", scenario = "unknown", "boot script: unknown MAC");
+            script_response(StatusCode::NOT_FOUND, snapshot.default_script().text.clone())
+        }
+    }
+}

@@ -1,0 +1,62 @@
+//! `/files/<path>`: regular files under `[http] files_root`, confined by `files::FileRoot`,
+//! with Content-Length, Range and HEAD (tower-http's `ServeFile` answers once the path is
+//! resolved and confined here).
+
+use std::net::SocketAddr;
+
+use axum::body::Body;
+use axum::extract::{ConnectInfo, Path, Request, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use tower::ServiceExt;
+use tower_http::services::ServeFile;
+
+use super::BootState;
+use crate::files::FileError;
+
+pub(super) async fn serve(
+    State(state): State<BootState>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    Path(path): Path<String>,
+    request: Request<Body>,
+) -> Response {
+    let Some(root) = &state.files else {
+        return (StatusCode::NOT_FOUND, "no files_root\n").into_response();
+    };
+    let resolved = match tokio::task::spawn_blocking({
+        let root = root.clone();
+        let path = path.clone();
+        move || root.resolve(&path)
+    })
+    .await
+    {
+        Ok(result) => result,
+        Err(_) => return StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    };
+    let file = match resolved {
+        Ok(file) => file,
+        Err(FileError::NotFound) => {
+            tracing::info!(%client, path, status = 404, "file");
+            return (StatusCode::NOT_FOUND, "not found\n").into_response();
+        }
+        Err(FileError::Denied(why)) => {
+            tracing::warn!(%client, path, status = 403, why, "file refused");
+            return (StatusCode::FORBIDDEN, "forbidden\n").into_response();
+        }
+    };
+    let range = request
+        .headers()
+        .get(axum::http::header::RANGE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    match ServeFile::new(file).oneshot(request).await {
+        Ok(response) => {
+            tracing::info!(%client, path, status = response.status().as_u16(), range, "file");
+            response.into_response()
+        }
+        Err(e) => {
+            tracing::warn!(%client, path, error = %e, "file");
+            StatusCode::INTERNAL_SERVER_ERROR.into_response()
+        }
+    }
+}

@@ -1,0 +1,34 @@
+//! The boot HTTP listener: the only module that knows axum.
+//!
+//! `GET /boot.ipxe` (the generic script), `GET /boot/<mac>.ipxe` (a node's own script, from the
+//! in-memory snapshot) and `GET`/`HEAD /files/<path>` (kernels, ramdisks, images, with Range).
+//! Handlers read the current snapshot and never wait on SQLite, Cinder or a BMC.
+
+mod boot;
+mod files;
+
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use axum::Router;
+use axum::routing::get;
+
+use crate::boot::BootSnapshot;
+use crate::files::FileRoot;
+
+/// What the handlers share.
+#[derive(Debug, Clone)]
+pub struct BootState {
+    pub snapshot: Arc<ArcSwap<BootSnapshot>>,
+    /// `[http] files_root`, when it exists.
+    pub files: Option<FileRoot>,
+}
+
+/// The boot listener's routes.
+pub fn router(state: BootState) -> Router {
+    Router::new()
+        .route("/boot.ipxe", get(boot::generic))
+        .route("/boot/{file}", get(boot::per_mac))
+        .route("/files/{*path}", get(files::serve).head(files::serve))
+        .with_state(state)
+}

@@ -1,0 +1,203 @@
+//! `app::serve` on port 0, driven by a real HTTP client: boot scripts from the snapshot, files
+//! with Range and confinement, live updates from another connection, graceful shutdown.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use bootvol::app::{Listeners, serve};
+use bootvol::config::Config;
+use bootvol::db::Db;
+use bootvol::inventory::{self, Format};
+use tokio_util::sync::CancellationToken;
+
+use crate::support::{config_text, fixture, render_mac, scenario_db};
+
+pub(crate) struct Server {
+    pub(crate) base: String,
+    shutdown: CancellationToken,
+    thread: Option<std::thread::JoinHandle<anyhow::Result<()>>>,
+}
+
+impl Server {
+    /// Applies the scenario inventory to a database in `dir`, then serves it on 127.0.0.1:0.
+    pub(crate) fn start(dir: &Path) -> Server {
+        Server::start_from(&config_text(dir))
+    }
+
+    fn start_from(config_text: &str) -> Server {
+        let config = Config::from_toml(config_text, "test").unwrap();
+        let text = std::fs::read_to_string(fixture("inventory/scenarios.json")).unwrap();
+        let specs = inventory::parse(&text, Format::Json, &config).unwrap();
+        Db::open(&config.database.path).unwrap().apply_inventory(&specs, false).unwrap();
+        let shutdown = CancellationToken::new();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let token = shutdown.clone();
+        let thread = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()?;
+            runtime.block_on(async move {
+                let http = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+                tx.send(http.local_addr()?).unwrap();
+                serve(config, Listeners { http }, token).await
+            })
+        });
+        let addr = rx.recv_timeout(Duration::from_secs(10)).expect("server bound");
+        let server = Server { base: format!("http://{addr}"), shutdown, thread: Some(thread) };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while get(&format!("{}/boot.ipxe", server.base)).0 != 200 {
+            assert!(Instant::now() < deadline, "server never answered");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        server
+    }
+
+    fn stop(mut self) -> anyhow::Result<()> {
+        self.shutdown.cancel();
+        self.thread.take().unwrap().join().unwrap()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder().http_status_as_error(false).build().into()
+}
+
+/// Status, content type and body of a GET.
+pub(crate) fn get(url: &str) -> (u16, String, Vec<u8>) {
+    get_with(url, None)
+}
+
+fn get_with(url: &str, range: Option<&str>) -> (u16, String, Vec<u8>) {
+    let mut request = agent().get(url);
+    if let Some(range) = range {
+        request = request.header("Range", range);
+    }
+    match request.call() {
+        Ok(mut response) => {
+            let status = response.status().as_u16();
+            let kind = response
+                .headers()
+                .get("content-type")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("")
+                .to_owned();
+            let body = response.body_mut().read_to_vec().unwrap();
+            (status, kind, body)
+        }
+        Err(_) => (0, String::new(), Vec::new()),
+    }
+}
+
+#[test]
+fn per_mac_scripts_are_exactly_what_render_prints_in_any_mac_form() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let config = Config::from_toml(&config_text(dir.path()), "t").unwrap();
+    let db = scenario_db(&config);
+    for (mac, forms) in [
+        (
+            "52:54:00:00:01:01",
+            ["52-54-00-00-01-01", "52:54:00:00:01:01", "5254.0000.0101", "525400000101"],
+        ),
+        (
+            "52:54:00:00:07:01",
+            ["52-54-00-00-07-01", "52:54:00:00:07:01", "5254.0000.0701", "525400000701"],
+        ),
+    ] {
+        let expected = render_mac(&db, &config, mac).text;
+        for form in forms {
+            let (status, kind, body) = get(&format!("{}/boot/{form}.ipxe", server.base));
+            assert_eq!(status, 200, "{form}");
+            assert_eq!(kind, "text/plain; charset=utf-8");
+            assert_eq!(String::from_utf8(body).unwrap(), expected, "{form}");
+        }
+    }
+    let (status, _, body) = get(&format!("{}/boot/52-54-00-de-ad-00.ipxe", server.base));
+    assert_eq!(status, 404, "an unknown MAC is a 404 so the generic script tries the next NIC");
+    assert!(String::from_utf8(body).unwrap().contains("unknown machine"));
+    assert_eq!(get(&format!("{}/boot/not-a-mac.ipxe", server.base)).0, 400);
+    let (status, _, body) = get(&format!("{}/boot/default.ipxe", server.base));
+    assert_eq!(status, 200);
+    assert!(String::from_utf8(body).unwrap().lines().any(|l| l == "exit"));
+    server.stop().unwrap();
+}
+
+#[test]
+fn the_generic_script_tries_each_nic_then_the_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let (status, _, body) = get(&format!("{}/boot.ipxe", server.base));
+    assert_eq!(status, 200);
+    let text = String::from_utf8(body).unwrap();
+    for nic in 0..8 {
+        assert!(text.contains(&format!(
+            "isset ${{net{nic}/mac}} && imgfetch --name bootvol-node http://192.0.2.10:8080/boot/${{net{nic}/mac:hexhyp}}.ipxe && goto bootvol_found ||"
+        )), "net{nic}");
+    }
+    assert!(text.contains("chain --autofree http://192.0.2.10:8080/boot/default.ipxe || exit"));
+}
+
+#[test]
+fn files_have_length_ranges_and_stay_inside_files_root() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("files");
+    std::fs::create_dir_all(root.join("nfs")).unwrap();
+    let kernel: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+    std::fs::write(root.join("nfs/vmlinuz"), &kernel).unwrap();
+    let outside = dir.path().join("outside.txt");
+    std::fs::write(&outside, "secret").unwrap();
+    std::os::unix::fs::symlink(&outside, root.join("escape")).unwrap();
+    let server = Server::start_with_files(dir.path(), &root);
+    let base = &server.base;
+    let (status, _, body) = get(&format!("{base}/files/nfs/vmlinuz"));
+    assert_eq!((status, body.len()), (200, kernel.len()));
+    assert_eq!(body, kernel);
+    let (status, _, body) = get_with(&format!("{base}/files/nfs/vmlinuz"), Some("bytes=1000-1999"));
+    assert_eq!(status, 206);
+    assert_eq!(body, &kernel[1000..2000]);
+    let head = agent().head(&format!("{base}/files/nfs/vmlinuz")).call().unwrap();
+    assert_eq!(head.headers().get("content-length").unwrap(), "100000");
+    assert_eq!(get(&format!("{base}/files/escape")).0, 403, "symlink out of the root");
+    assert_eq!(get(&format!("{base}/files/nfs")).0, 404, "no directory listing");
+    assert_eq!(get(&format!("{base}/files/missing")).0, 404);
+    assert_eq!(get(&format!("{base}/files/nfs/%2e%2e/%2e%2e/outside.txt")).0, 403);
+    assert_eq!(get(&format!("{base}/files/nfs%2f..%2f..%2foutside.txt")).0, 403);
+}
+
+impl Server {
+    fn start_with_files(dir: &Path, root: &Path) -> Server {
+        let text = config_text(dir).replace("/srv/bootvol/files", &root.display().to_string());
+        Server::start_from(&text)
+    }
+}
+
+#[test]
+fn changes_by_another_process_reach_the_boot_path_without_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let url = format!("{}/boot/52-54-00-00-05-01.ipxe", server.base);
+    assert!(String::from_utf8(get(&url).2).unwrap().contains("aoe:e3.1"));
+    // Another connection (as `bootvol apply` would) moves the AoE target to another slot.
+    let config = Config::from_toml(&config_text(dir.path()), "t").unwrap();
+    let text = std::fs::read_to_string(fixture("inventory/scenarios.json"))
+        .unwrap()
+        .replace("\"target_slot\": \"1\"", "\"target_slot\": 7");
+    let specs = inventory::parse(&text, Format::Json, &config).unwrap();
+    Db::open(&config.database.path).unwrap().apply_inventory(&specs, false).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        if String::from_utf8(get(&url).2).unwrap().contains("aoe:e3.7") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the new slot never reached the boot path");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    server.stop().unwrap();
+}
