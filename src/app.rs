@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use arc_swap::ArcSwap;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, UdpSocket};
 use tokio_util::sync::CancellationToken;
 
 use crate::boot::{BootSnapshot, Templates};
@@ -21,6 +21,7 @@ use crate::config::Config;
 use crate::db::Db;
 use crate::files::FileRoot;
 use crate::http::{BootState, router};
+use crate::tftp_files::TftpBootFiles;
 
 /// How long in-flight requests and transfers may take to finish after SIGTERM.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
@@ -29,6 +30,7 @@ pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 #[derive(Debug)]
 pub struct Listeners {
     pub http: TcpListener,
+    pub tftp: UdpSocket,
 }
 
 impl Listeners {
@@ -37,7 +39,10 @@ impl Listeners {
         let http = TcpListener::bind(config.http.listen)
             .await
             .with_context(|| format!("binding the boot HTTP listener on {}", config.http.listen))?;
-        Ok(Listeners { http })
+        let tftp = UdpSocket::bind(config.tftp.listen)
+            .await
+            .with_context(|| format!("binding the TFTP listener on {}", config.tftp.listen))?;
+        Ok(Listeners { http, tftp })
     }
 }
 
@@ -63,31 +68,120 @@ pub async fn serve(
 ) -> Result<()> {
     let started = Instant::now();
     let snapshot = start_snapshot(&config, shutdown.clone())?;
-    let files = match FileRoot::new(&config.http.files_root) {
-        Ok(root) => Some(root),
-        Err(e) => {
-            tracing::warn!(files_root = %config.http.files_root.display(), error = %e, "files_root unusable: /files/ answers 404");
-            None
-        }
-    };
+    let files = served_root(&config.http.files_root, "http.files_root");
+    let tftp_root = served_root(&config.tftp.root, "tftp.root");
     let state = BootState { snapshot: Arc::clone(&snapshot.current), files };
     let http_addr = listeners.http.local_addr()?;
-    tracing::info!(http = %http_addr, nodes = snapshot.current.load().node_count(),
+    let tftp_addr = listeners.tftp.local_addr()?;
+    tracing::info!(http = %http_addr, tftp = %tftp_addr, nodes = snapshot.current.load().node_count(),
         startup_ms = started.elapsed().as_millis() as u64, "serving");
     let signals = tokio::spawn(handle_signals(snapshot.clone(), shutdown.clone()));
+    let volume_sync = start_volume_sync(&config, shutdown.clone())?;
+    let tftp_handler = Arc::new(TftpBootFiles::new(Arc::clone(&snapshot.current), tftp_root));
+    let tftp = tokio::spawn(crate::tftp::serve(
+        listeners.tftp,
+        tftp_handler,
+        tftp_config(&config),
+        shutdown.clone(),
+        DRAIN_TIMEOUT,
+    ));
     let app = router(state).into_make_service_with_connect_info::<SocketAddr>();
     let http =
         axum::serve(listeners.http, app).with_graceful_shutdown(shutdown.clone().cancelled_owned());
-    let result = tokio::select! {
+    let http_result = tokio::select! {
         result = http => result.context("boot HTTP listener"),
         () = async { shutdown.cancelled().await; tokio::time::sleep(DRAIN_TIMEOUT).await } => {
             tracing::warn!("drain timeout: exiting with requests still in flight");
             Ok(())
         }
     };
+    // Whichever listener ends first (an error, or shutdown) ends the other.
+    shutdown.cancel();
+    let tftp_result = match tftp.await {
+        Ok(result) => result.context("TFTP listener"),
+        Err(e) => Err(anyhow::anyhow!("TFTP listener task: {e}")),
+    };
     signals.abort();
+    if let Some(task) = volume_sync {
+        task.abort();
+    }
     tracing::info!("stopped");
-    result
+    http_result.and(tftp_result)
+}
+
+/// With the cinder storage interface enabled: recovers interrupted attaches and detaches, then
+/// syncs attached volumes with Cinder every `[cinder] sync_interval` seconds. It runs beside the
+/// listeners: an unreachable Cinder delays nothing but itself.
+fn start_volume_sync(
+    config: &Config,
+    shutdown: CancellationToken,
+) -> Result<Option<tokio::task::JoinHandle<()>>> {
+    use crate::model::StorageInterfaceName;
+    if !config.storage_interface_enabled(StorageInterfaceName::Cinder) {
+        return Ok(None);
+    }
+    let db = crate::storage::SharedDb::new(Db::open(&config.database.path)?);
+    let interfaces = crate::storage::StorageInterfaces::new(Arc::new(config.clone()), db)?;
+    let Some(cinder) = interfaces.cinder().cloned() else { return Ok(None) };
+    let interval = Duration::from_secs(config.cinder.sync_interval);
+    Ok(Some(tokio::spawn(async move {
+        match cinder.recover().await {
+            Ok(report) if report.failed.is_empty() => {
+                tracing::info!(
+                    undone = report.undone.len(),
+                    detached = report.detached.len(),
+                    "volume recovery done"
+                )
+            }
+            Ok(report) => {
+                tracing::error!(failed = ?report.failed, "volume recovery incomplete; retried next pass")
+            }
+            Err(e) => tracing::error!(error = %e, "volume recovery failed; retried next pass"),
+        }
+        if interval.is_zero() {
+            return;
+        }
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                () = tokio::time::sleep(interval) => {}
+            }
+            if let Err(e) = cinder.recover().await {
+                tracing::warn!(error = %e, "volume recovery pass failed");
+            }
+            match cinder.sync().await {
+                Ok(report) => tracing::info!(
+                    checked = report.checked,
+                    updated = report.updated.len(),
+                    drifted = report.drifted.len(),
+                    errors = report.errors.len(),
+                    "volume sync pass"
+                ),
+                Err(e) => tracing::warn!(error = %e, "volume sync pass failed"),
+            }
+        }
+    })))
+}
+
+/// A served folder, or `None` (with a warning) when it does not exist: the listeners still
+/// serve boot scripts.
+fn served_root(path: &std::path::Path, key: &str) -> Option<FileRoot> {
+    match FileRoot::new(path) {
+        Ok(root) => Some(root),
+        Err(e) => {
+            tracing::warn!(key, path = %path.display(), error = %e, "folder unusable: only boot scripts are served from it");
+            None
+        }
+    }
+}
+
+fn tftp_config(config: &Config) -> crate::tftp::TftpConfig {
+    crate::tftp::TftpConfig {
+        max_block_size: config.tftp.max_block_size,
+        max_window_size: config.tftp.max_window_size,
+        timeout: Duration::from_secs(config.tftp.timeout),
+        max_retries: config.tftp.retries,
+    }
 }
 
 /// Builds the first snapshot (synchronously: nothing is served before it exists) and starts

@@ -54,9 +54,24 @@ pub enum Command {
     },
     /// Serve boot scripts and files over HTTP and TFTP until SIGTERM.
     Serve,
+    /// Attach or detach a node's volumes through its storage interface.
+    Volumes {
+        #[command(subcommand)]
+        action: VolumesAction,
+    },
+    /// Compare attached volumes with Cinder once and bring the local connection info up to date.
+    Sync,
     /// Run on an embedded default (in-memory database, sample inventory) and print every
     /// sample node's scenario and script.
     Demo,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum VolumesAction {
+    /// Attach the node's volumes and record their connection info.
+    Attach { node: String },
+    /// Detach the node's volumes and forget their connection info (CHAP secrets included).
+    Detach { node: String },
 }
 
 /// Runs one command.
@@ -71,6 +86,8 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<()> {
                 Command::Export => export(&config, out),
                 Command::Render { mac } => render(&config, &mac, out),
                 Command::Serve => serve(config),
+                Command::Volumes { action } => volumes(config, action, out),
+                Command::Sync => sync(config, out),
                 Command::Demo => unreachable_demo(),
             }
         }
@@ -162,6 +179,127 @@ fn serve(config: Config) -> Result<()> {
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(ansi)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?)
+}
+
+/// The storage interfaces over a fresh database connection, after recovering what an
+/// interrupted run left half done.
+async fn storage(
+    config: Config,
+) -> Result<(crate::storage::StorageInterfaces, crate::storage::SharedDb)> {
+    let db = crate::storage::SharedDb::new(open_db(&config)?);
+    let interfaces =
+        crate::storage::StorageInterfaces::new(std::sync::Arc::new(config), db.clone())?;
+    if let Some(cinder) = interfaces.cinder() {
+        let report = cinder.recover().await?;
+        for line in report
+            .undone
+            .iter()
+            .map(|v| format!("recovered: undid the interrupted attach of {v}"))
+            .chain(
+                report
+                    .detached
+                    .iter()
+                    .map(|v| format!("recovered: finished the interrupted detach of {v}")),
+            )
+        {
+            eprintln!("bootvol: {line}");
+        }
+        for failure in &report.failed {
+            eprintln!("bootvol: recovery failed: {failure}");
+        }
+    }
+    Ok((interfaces, db))
+}
+
+fn volumes(config: Config, action: VolumesAction, out: &mut dyn Write) -> Result<()> {
+    init_logging_quiet();
+    runtime()?.block_on(async {
+        let (interfaces, db) = storage(config).await?;
+        let name = match &action {
+            VolumesAction::Attach { node } | VolumesAction::Detach { node } => node.clone(),
+        };
+        let lookup = name.clone();
+        let record = db
+            .run(move |db| db.node_record(&lookup))
+            .await?
+            .with_context(|| format!("no node named or with UUID {name}"))?;
+        let interface = interfaces.for_node(&record)?;
+        let action_name = match action {
+            VolumesAction::Attach { .. } => "volume attach",
+            VolumesAction::Detach { .. } => "volume detach",
+        };
+        let lock = db.lock_node(&record.node.uuid, action_name).await?;
+        let result = run_volumes_action(&*interface, &record, &action, out).await;
+        lock.release().await;
+        result
+    })
+}
+
+async fn run_volumes_action(
+    interface: &dyn crate::storage::StorageInterface,
+    record: &NodeRecord,
+    action: &VolumesAction,
+    out: &mut dyn Write,
+) -> Result<()> {
+    match action {
+        VolumesAction::Attach { .. } => {
+            interface
+                .attach_volumes(record)
+                .await
+                .with_context(|| format!("node {}", record.node.name))?;
+            writeln!(out, "attached: {} ({} storage)", record.node.name, interface.name())?;
+        }
+        VolumesAction::Detach { .. } => {
+            interface
+                .detach_volumes(record)
+                .await
+                .with_context(|| format!("node {}", record.node.name))?;
+            writeln!(out, "detached: {} ({} storage)", record.node.name, interface.name())?;
+        }
+    }
+    Ok(())
+}
+
+fn sync(config: Config, out: &mut dyn Write) -> Result<()> {
+    init_logging_quiet();
+    runtime()?.block_on(async {
+        let (interfaces, _) = storage(config).await?;
+        let Some(cinder) = interfaces.cinder() else {
+            bail!("the cinder storage interface is not enabled: nothing to sync");
+        };
+        let report = cinder.sync().await?;
+        writeln!(out, "checked: {}", report.checked)?;
+        for line in &report.updated {
+            writeln!(out, "updated: {line}")?;
+        }
+        for line in &report.drifted {
+            writeln!(out, "drift: {line}")?;
+        }
+        for line in &report.errors {
+            writeln!(out, "error: {line}")?;
+        }
+        if report.errors.is_empty() && report.drifted.is_empty() {
+            Ok(())
+        } else {
+            bail!("sync found problems")
+        }
+    })
+}
+
+/// Logs warnings and errors only: the command's own output is its answer.
+fn init_logging_quiet() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)

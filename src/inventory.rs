@@ -281,7 +281,7 @@ fn check_volume_id(id: &str) -> Result<(), String> {
 }
 
 /// Target property keys whose values are printed into scripts.
-const SCRIPT_PROPERTY_KEYS: &[&str] = &[
+pub const SCRIPT_PROPERTY_KEYS: &[&str] = &[
     "target_portal",
     "target_portals",
     "target_iqn",

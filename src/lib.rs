@@ -17,6 +17,7 @@
 pub mod app;
 pub mod boot;
 pub mod capabilities;
+pub mod cinder;
 pub mod cli;
 pub mod config;
 pub mod db;
@@ -25,4 +26,7 @@ pub mod http;
 pub mod inventory;
 pub mod model;
 pub mod secrets;
+pub mod storage;
 pub mod tftp;
+pub mod tftp_files;
+pub mod timefmt;

@@ -74,6 +74,45 @@ CREATE INDEX volume_targets_node ON volume_targets(node_id);
         // The spec's data-model change, as its own step: the column starts empty for every
         // existing node, with no implied default; the configured default applies at read time.
         M::up("ALTER TABLE nodes ADD COLUMN storage_interface TEXT;"),
+        // Cinder attachments, one record per volume target, so that a crash between two steps
+        // of an attach or detach is finished or undone at the next start; and events.
+        M::up(
+            r#"
+CREATE TABLE volume_attachments (
+    id INTEGER PRIMARY KEY,
+    node_uuid TEXT NOT NULL,
+    target_uuid TEXT NOT NULL UNIQUE,
+    volume_id TEXT NOT NULL,
+    api TEXT NOT NULL,
+    attachment_id TEXT,
+    state TEXT NOT NULL,
+    step TEXT NOT NULL,
+    connector TEXT NOT NULL DEFAULT '{}',
+    last_error TEXT,
+    created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now')),
+    updated_at TEXT
+) STRICT;
+CREATE INDEX volume_attachments_node ON volume_attachments(node_uuid);
+
+CREATE TABLE events (
+    id INTEGER PRIMARY KEY,
+    node_uuid TEXT,
+    event_type TEXT NOT NULL,
+    level TEXT NOT NULL,
+    payload TEXT NOT NULL DEFAULT '{}',
+    created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now'))
+) STRICT;
+CREATE INDEX events_node ON events(node_uuid, id);
+
+CREATE TABLE node_locks (
+    node_uuid TEXT PRIMARY KEY,
+    action TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    process_start TEXT NOT NULL,
+    acquired_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now'))
+) STRICT;
+"#,
+        ),
     ])
 }
 

@@ -5,8 +5,10 @@
 //! types; a row that does not parse is reported as corrupt, never passed on.
 
 mod apply;
+mod locks;
 mod migrations;
 mod nodes;
+mod volumes;
 
 use std::path::Path;
 use std::time::Duration;
@@ -14,6 +16,8 @@ use std::time::Duration;
 use rusqlite::Connection;
 
 pub use apply::{ApplyError, ApplyReport};
+pub use locks::{LockHolder, ProcessId};
+pub use volumes::{AttachmentRecord, AttachmentState, Event};
 
 /// A database error.
 #[derive(Debug, thiserror::Error)]
@@ -93,7 +97,7 @@ mod tests {
             .unwrap();
         }
         let db = Db::open(&path).unwrap();
-        assert_eq!(db.schema_version().unwrap(), 2);
+        assert_eq!(db.schema_version().unwrap(), 3);
         let record = db.node_record("old").unwrap().unwrap();
         assert_eq!(record.node.storage_interface, None, "no implied default in the database");
         let journal: String =

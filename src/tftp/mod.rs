@@ -1,2 +1,437 @@
-//! Read-only TFTP server (RFC 1350 + 2347/2348/2349 options + RFC 7440 windowsize).
-//! Being written; see the TFTP section of ARCHITECTURE.md.
+//! Read-only TFTP server (RFC 1350, RFC 2347 options, RFC 2348 `blksize`, RFC 2349 `timeout` and
+//! `tsize`, RFC 7440 `windowsize`) on tokio.
+//!
+//! This module owns the sockets: the listening socket it is given, one socket per transfer (bound
+//! to the listening IP with port 0, so each transfer has its own TID), the timers, the tasks and
+//! the logging of each transfer's end. Packet syntax lives in [`packet`] and the protocol rules of
+//! a transfer in [`transfer`]; both are pure.
+//!
+//! It must not know what it serves: file contents come from a [`Handler`], which maps a path and
+//! a client address to bytes. Nothing here knows about boot scripts, MAC addresses or SQLite.
+//!
+//! Why our own server rather than `async-tftp`: a PXE ROM probes `tsize`, aborts with ERROR 8 and
+//! asks again from the same source port. Here a client ERROR ends its transfer at once, and a new
+//! RRQ from the same address and port replaces the transfer still open for it.
+
+mod packet;
+mod transfer;
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::net::UdpSocket;
+use tokio::task::{Id, JoinSet};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use packet::{Mode, Packet, Request, code};
+use transfer::{Action, Negotiated, Outcome, Transfer};
+
+/// Limits applied to what clients ask for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TftpConfig {
+    /// Largest `blksize` granted (clamped to 8..=65464). 1468 fills an Ethernet frame.
+    pub max_block_size: u16,
+    /// Largest `windowsize` granted (at least 1).
+    pub max_window_size: u16,
+    /// Wait before retransmitting, when the client does not set the `timeout` option.
+    pub timeout: Duration,
+    /// Retransmissions of one window before the transfer is abandoned.
+    pub max_retries: u32,
+}
+
+impl Default for TftpConfig {
+    fn default() -> Self {
+        TftpConfig {
+            max_block_size: 1468,
+            max_window_size: 16,
+            timeout: Duration::from_secs(1),
+            max_retries: 5,
+        }
+    }
+}
+
+/// Why a file cannot be served; each variant is sent to the client as a TFTP error code.
+#[derive(Debug, thiserror::Error)]
+pub enum TftpError {
+    /// Code 1.
+    #[error("file not found")]
+    NotFound,
+    /// Code 2. The text is sent to the client.
+    #[error("access violation: {0}")]
+    AccessViolation(String),
+    /// Code 4. The text is sent to the client.
+    #[error("illegal operation: {0}")]
+    IllegalOperation(String),
+    /// Code 0. Only "read error" goes to the client; the detail is logged.
+    #[error("read error: {0}")]
+    Io(#[from] io::Error),
+}
+
+impl TftpError {
+    /// The TFTP error code sent to the client.
+    pub fn code(&self) -> u16 {
+        match self {
+            TftpError::NotFound => code::FILE_NOT_FOUND,
+            TftpError::AccessViolation(_) => code::ACCESS_VIOLATION,
+            TftpError::IllegalOperation(_) => code::ILLEGAL_OPERATION,
+            TftpError::Io(_) => code::UNDEFINED,
+        }
+    }
+
+    /// The message sent to the client: never the detail of a local I/O error.
+    fn wire_message(&self) -> String {
+        match self {
+            TftpError::NotFound => "file not found".to_owned(),
+            TftpError::AccessViolation(text) | TftpError::IllegalOperation(text) => text.clone(),
+            TftpError::Io(_) => "read error".to_owned(),
+        }
+    }
+}
+
+/// Where file contents come from.
+pub trait Handler: Send + Sync + 'static {
+    /// Contents of a file requested for reading. `peer` is the client address.
+    fn read(
+        &self,
+        path: &str,
+        peer: SocketAddr,
+    ) -> impl Future<Output = Result<Bytes, TftpError>> + Send;
+}
+
+/// Largest request accepted on the listening socket. RFC 2347 limits requests to 512 bytes, but
+/// some clients send more; a longer datagram is cut and then fails to parse.
+const MAX_REQUEST_LEN: usize = 4096;
+
+/// Largest packet expected on a transfer socket (ACK or ERROR). A longer ERROR message is cut,
+/// which the lenient ERROR parser tolerates.
+const MAX_REPLY_LEN: usize = 1024;
+
+/// Pause after a failed receive on the listening socket, so that a persistent error cannot spin.
+const RECV_ERROR_PAUSE: Duration = Duration::from_millis(50);
+
+/// The transfer open for one client address, so that a new RRQ from it can replace it.
+#[derive(Debug)]
+struct Open {
+    task: Id,
+    cancel: CancellationToken,
+}
+
+/// Serves until `shutdown` is cancelled, then stops accepting requests and waits (at most `drain`
+/// long) for transfers in flight.
+pub async fn serve<H: Handler>(
+    socket: UdpSocket,
+    handler: Arc<H>,
+    config: TftpConfig,
+    shutdown: CancellationToken,
+    drain: Duration,
+) -> io::Result<()> {
+    let mut listener = Listener {
+        local_ip: socket.local_addr()?.ip(),
+        socket,
+        handler,
+        config,
+        transfers: JoinSet::new(),
+        open: HashMap::new(),
+        reply: Vec::new(),
+    };
+    let mut buf = vec![0u8; MAX_REQUEST_LEN];
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => break,
+            Some(joined) = listener.transfers.join_next_with_id() => listener.forget(joined),
+            received = listener.socket.recv_from(&mut buf) => match received {
+                Ok((len, peer)) => listener.on_datagram(&buf[..len], peer).await,
+                Err(e) => {
+                    tracing::warn!(error = %e, "tftp: receive on the listening socket failed");
+                    tokio::time::sleep(RECV_ERROR_PAUSE).await;
+                }
+            },
+        }
+    }
+    // Closing the listening socket now means a new request gets nothing (or an ICMP error),
+    // rather than waiting unread while we drain.
+    let Listener { socket, transfers, .. } = listener;
+    drop(socket);
+    drain_transfers(transfers, drain).await;
+    Ok(())
+}
+
+/// The listening socket and the transfers it started. Owned by the `serve` loop alone, so the
+/// map of open transfers needs no lock.
+#[derive(Debug)]
+struct Listener<H> {
+    socket: UdpSocket,
+    local_ip: IpAddr,
+    handler: Arc<H>,
+    config: TftpConfig,
+    transfers: JoinSet<()>,
+    open: HashMap<SocketAddr, Open>,
+    /// Buffer for ERROR replies from the listening socket.
+    reply: Vec<u8>,
+}
+
+impl<H: Handler> Listener<H> {
+    /// An RRQ starts a transfer; a WRQ or a malformed request is answered with an ERROR; an
+    /// ERROR ends the peer's open transfer; anything else is dropped.
+    async fn on_datagram(&mut self, datagram: &[u8], peer: SocketAddr) {
+        let (error_code, message) = match Packet::parse(datagram) {
+            Ok(Packet::Rrq(request)) => return self.start(request, peer),
+            Ok(Packet::Wrq(request)) => {
+                tracing::warn!(%peer, file = ?request.filename, "tftp: write request refused");
+                (code::ACCESS_VIOLATION, "read-only server".to_owned())
+            }
+            // The client should send this to the transfer's port; some send it here. Either way
+            // it means "stop". Never answered, so that two peers cannot ping-pong errors.
+            Ok(Packet::Error { .. }) => return self.cancel(peer),
+            // DATA, ACK or OACK to the listening port belong to no transfer: most likely stale.
+            Ok(other) => {
+                tracing::debug!(%peer, packet = ?other, "tftp: stray packet on the listening socket");
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(%peer, error = %e, "tftp: malformed request");
+                (code::ILLEGAL_OPERATION, format!("malformed request: {e}"))
+            }
+        };
+        send_error(&self.socket, peer, error_code, &message, &mut self.reply).await;
+    }
+
+    /// Starts a transfer in its own task, replacing the one open for the same peer: that is
+    /// the issue #18 case, a client that gave up on a transfer (or never saw its first packet)
+    /// and asks again from the same port.
+    fn start(&mut self, request: Request, peer: SocketAddr) {
+        self.cancel(peer);
+        let cancel = CancellationToken::new();
+        let job = run_transfer(
+            Arc::clone(&self.handler),
+            request,
+            peer,
+            self.local_ip,
+            self.config,
+            cancel.clone(),
+        );
+        let task = self.transfers.spawn(job);
+        self.open.insert(peer, Open { task: task.id(), cancel });
+    }
+
+    fn cancel(&mut self, peer: SocketAddr) {
+        if let Some(old) = self.open.remove(&peer) {
+            old.cancel.cancel();
+        }
+    }
+
+    /// Removes a finished transfer from the open map, unless a newer one for the same peer
+    /// took its place already.
+    fn forget(&mut self, joined: Result<(Id, ()), tokio::task::JoinError>) {
+        let task = match &joined {
+            Ok((task, ())) => *task,
+            Err(e) => {
+                tracing::warn!(error = %e, "tftp: transfer task failed");
+                e.id()
+            }
+        };
+        self.open.retain(|_, entry| entry.task != task);
+    }
+}
+
+async fn drain_transfers(mut transfers: JoinSet<()>, drain: Duration) {
+    if transfers.is_empty() {
+        return;
+    }
+    tracing::info!(transfers = transfers.len(), "tftp: draining transfers in flight");
+    let deadline = tokio::time::sleep(drain);
+    tokio::pin!(deadline);
+    loop {
+        tokio::select! {
+            () = &mut deadline => break,
+            joined = transfers.join_next() => if joined.is_none() { return },
+        }
+    }
+    tracing::warn!(transfers = transfers.len(), "tftp: drain timeout; aborting transfers");
+    transfers.shutdown().await;
+}
+
+async fn send_error(
+    socket: &UdpSocket,
+    peer: SocketAddr,
+    code: u16,
+    message: &str,
+    buf: &mut Vec<u8>,
+) {
+    packet::encode_error(buf, code, message);
+    if let Err(e) = socket.send_to(buf, peer).await {
+        tracing::warn!(%peer, error = %e, "tftp: cannot send error packet");
+    }
+}
+
+/// How a transfer task ended, for the log line.
+#[derive(Debug)]
+enum End {
+    Protocol(Outcome),
+    /// A new RRQ from the same peer replaced this transfer.
+    Superseded,
+    Refused(TftpError),
+    Io(io::Error),
+}
+
+/// Counters for the log line.
+#[derive(Debug, Default)]
+struct Stats {
+    bytes: u64,
+    blocks: u64,
+    resent: u64,
+}
+
+/// One transfer, from the handler's answer to the last ACK, on its own socket. Logs its end.
+async fn run_transfer<H: Handler>(
+    handler: Arc<H>,
+    request: Request,
+    peer: SocketAddr,
+    local_ip: IpAddr,
+    config: TftpConfig,
+    cancel: CancellationToken,
+) {
+    let started = Instant::now();
+    let mut stats = Stats::default();
+    let end = match UdpSocket::bind((local_ip, 0)).await {
+        Ok(socket) => {
+            serve_request(&socket, &*handler, &request, peer, config, &cancel, &mut stats).await
+        }
+        Err(e) => End::Io(e),
+    };
+    log_end(&request.filename, peer, started, &stats, &end);
+}
+
+/// Asks the handler for the file, refuses with an ERROR or runs the transfer.
+async fn serve_request<H: Handler>(
+    socket: &UdpSocket,
+    handler: &H,
+    request: &Request,
+    peer: SocketAddr,
+    config: TftpConfig,
+    cancel: &CancellationToken,
+    stats: &mut Stats,
+) -> End {
+    let mut buf = Vec::new();
+    let contents = match &request.mode {
+        Mode::Octet | Mode::Netascii => tokio::select! {
+            biased;
+            () = cancel.cancelled() => return End::Superseded,
+            contents = handler.read(&request.filename, peer) => contents,
+        },
+        Mode::Other(mode) => Err(TftpError::IllegalOperation(format!("mode {mode} not supported"))),
+    };
+    let data = match contents {
+        Ok(data) => data,
+        Err(refusal) => {
+            send_error(socket, peer, refusal.code(), &refusal.wire_message(), &mut buf).await;
+            return End::Refused(refusal);
+        }
+    };
+    let negotiated = Negotiated::new(&request.options, data.len() as u64, &config);
+    let mut transfer = Transfer::new(data, &negotiated, config.max_retries);
+    let end = drive(socket, &mut transfer, peer, negotiated.timeout, cancel, &mut buf).await;
+    stats.bytes = transfer.bytes_acknowledged();
+    stats.blocks = transfer.blocks_sent();
+    stats.resent = transfer.blocks_resent();
+    end
+}
+
+/// The I/O loop of one transfer: performs the transfer's actions, feeds it packets and timeouts.
+async fn drive(
+    socket: &UdpSocket,
+    transfer: &mut Transfer,
+    peer: SocketAddr,
+    timeout: Duration,
+    cancel: &CancellationToken,
+    buf: &mut Vec<u8>,
+) -> End {
+    // One send buffer for the whole transfer: every DATA packet is built in it.
+    buf.reserve(packet::DATA_HEADER_LEN + transfer.block_size());
+    let mut incoming = [0u8; MAX_REPLY_LEN];
+    let timer = tokio::time::sleep(timeout);
+    tokio::pin!(timer);
+    // Created once: re-creating it every turn would register and unregister a waiter each time.
+    let cancelled = cancel.cancelled();
+    tokio::pin!(cancelled);
+    let mut action = transfer.start();
+    loop {
+        match action {
+            Action::Done(outcome) => return End::Protocol(outcome),
+            Action::Wait => {}
+            Action::SendOack(options) => {
+                packet::encode_oack(buf, &options);
+                if let Err(e) = socket.send_to(buf, peer).await {
+                    return End::Io(e);
+                }
+                timer.as_mut().reset(Instant::now() + timeout);
+            }
+            Action::Send(window) => {
+                for index in window.blocks() {
+                    let (block, data) = transfer.block(index);
+                    packet::encode_data(buf, block, data);
+                    if let Err(e) = socket.send_to(buf, peer).await {
+                        return End::Io(e);
+                    }
+                }
+                timer.as_mut().reset(Instant::now() + timeout);
+            }
+        }
+        action = tokio::select! {
+            biased;
+            () = &mut cancelled => return End::Superseded,
+            received = socket.recv_from(&mut incoming) => match received {
+                Ok((len, from)) if from == peer => on_packet(transfer, &incoming[..len]),
+                Ok((len, from)) => {
+                    // RFC 1350: a packet from another TID gets ERROR 5 and the transfer goes on.
+                    // An ERROR is not answered, so that two servers cannot ping-pong.
+                    if !incoming[..len].starts_with(&[0, 5]) {
+                        let mut error = Vec::new();
+                        let message = "unknown transfer ID";
+                        send_error(socket, from, code::UNKNOWN_TRANSFER_ID, message, &mut error).await;
+                    }
+                    Action::Wait
+                }
+                Err(e) => return End::Io(e),
+            },
+            () = &mut timer => transfer.on_timeout(),
+        };
+    }
+}
+
+fn on_packet(transfer: &mut Transfer, datagram: &[u8]) -> Action {
+    match Packet::parse(datagram) {
+        Ok(Packet::Ack { block }) => transfer.on_ack(block),
+        Ok(Packet::Error { code, message }) => transfer.on_error(code, &message),
+        // A repeated RRQ, DATA, OACK or garbage from the peer: nothing a reader server acts on.
+        _ => Action::Wait,
+    }
+}
+
+fn log_end(file: &str, peer: SocketAddr, started: Instant, stats: &Stats, end: &End) {
+    let duration_ms = started.elapsed().as_millis() as u64;
+    let (bytes, blocks, resent) = (stats.bytes, stats.blocks, stats.resent);
+    macro_rules! end_line {
+        ($level:ident, $($fields:tt)*) => {
+            tracing::$level!(%peer, file = ?file, bytes, blocks, resent, duration_ms, $($fields)*,
+                "tftp transfer ended")
+        };
+    }
+    match end {
+        End::Protocol(Outcome::Complete) => end_line!(info, outcome = "complete"),
+        // A client that stops on purpose (the tsize probe ends with ERROR 8) is not a failure.
+        End::Protocol(Outcome::PeerError { code, message }) => {
+            end_line!(info, outcome = "client error", code = *code, message = %message)
+        }
+        End::Superseded => end_line!(info, outcome = "superseded by a new request"),
+        End::Protocol(Outcome::TimedOut) => end_line!(warn, outcome = "timed out"),
+        End::Refused(refusal) => end_line!(warn, outcome = "refused", error = %refusal),
+        End::Io(e) => end_line!(warn, outcome = "socket error", error = %e),
+    }
+}

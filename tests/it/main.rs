@@ -6,4 +6,5 @@ mod hostile;
 mod scenarios;
 mod serve;
 mod support;
+mod tftp;
 mod validation;

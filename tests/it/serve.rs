@@ -14,6 +14,7 @@ use crate::support::{config_text, fixture, render_mac, scenario_db};
 
 pub(crate) struct Server {
     pub(crate) base: String,
+    pub(crate) tftp: std::net::SocketAddr,
     shutdown: CancellationToken,
     thread: Option<std::thread::JoinHandle<anyhow::Result<()>>>,
 }
@@ -39,12 +40,14 @@ impl Server {
                 .build()?;
             runtime.block_on(async move {
                 let http = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-                tx.send(http.local_addr()?).unwrap();
-                serve(config, Listeners { http }, token).await
+                let tftp = tokio::net::UdpSocket::bind("127.0.0.1:0").await?;
+                tx.send((http.local_addr()?, tftp.local_addr()?)).unwrap();
+                serve(config, Listeners { http, tftp }, token).await
             })
         });
-        let addr = rx.recv_timeout(Duration::from_secs(10)).expect("server bound");
-        let server = Server { base: format!("http://{addr}"), shutdown, thread: Some(thread) };
+        let (addr, tftp) = rx.recv_timeout(Duration::from_secs(10)).expect("server bound");
+        let server =
+            Server { base: format!("http://{addr}"), tftp, shutdown, thread: Some(thread) };
         let deadline = Instant::now() + Duration::from_secs(10);
         while get(&format!("{}/boot.ipxe", server.base)).0 != 200 {
             assert!(Instant::now() < deadline, "server never answered");
@@ -173,7 +176,9 @@ fn files_have_length_ranges_and_stay_inside_files_root() {
 
 impl Server {
     fn start_with_files(dir: &Path, root: &Path) -> Server {
-        let text = config_text(dir).replace("/srv/bootvol/files", &root.display().to_string());
+        let text = config_text(dir)
+            .replace("/srv/bootvol/files", &root.display().to_string())
+            .replace("/usr/lib/ipxe", &root.display().to_string());
         Server::start_from(&text)
     }
 }
@@ -200,4 +205,82 @@ fn changes_by_another_process_reach_the_boot_path_without_a_restart() {
         std::thread::sleep(Duration::from_millis(50));
     }
     server.stop().unwrap();
+}
+
+/// `curl` over TFTP: (exit status, bytes received).
+#[allow(clippy::disallowed_methods)] // tests drive real clients
+fn curl_tftp(server: &Server, name: &str, extra: &[&str]) -> (i32, Vec<u8>) {
+    let output = std::process::Command::new("curl")
+        .args(["-s", "--max-time", "10"])
+        .args(extra)
+        .arg(format!("tftp://{}/{name}", server.tftp))
+        .output()
+        .expect("curl is installed");
+    (output.status.code().unwrap_or(-1), output.stdout)
+}
+
+#[test]
+fn tftp_serves_scripts_by_name_and_files_confined_to_its_root() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("files");
+    std::fs::create_dir_all(root.join("efi")).unwrap();
+    let binary: Vec<u8> = (0..300_000u32).map(|i| (i * 7 % 256) as u8).collect();
+    std::fs::write(root.join("efi/snponly.efi"), &binary).unwrap();
+    std::fs::write(dir.path().join("outside.bin"), "outside").unwrap();
+    std::os::unix::fs::symlink(dir.path().join("outside.bin"), root.join("escape.bin")).unwrap();
+    let server = Server::start_with_files(dir.path(), &root);
+    let config = Config::from_toml(&config_text(dir.path()), "t").unwrap();
+    let db = scenario_db(&config);
+
+    let (status, body) = curl_tftp(&server, "boot.ipxe", &[]);
+    assert_eq!(status, 0);
+    assert_eq!(
+        body,
+        get(&format!("{}/boot.ipxe", server.base)).2,
+        "the same generic script over TFTP and HTTP"
+    );
+    let (status, body) =
+        curl_tftp(&server, "boot/52-54-00-00-01-01.ipxe", &["--tftp-blksize", "1468"]);
+    assert_eq!(status, 0);
+    assert_eq!(
+        String::from_utf8(body).unwrap(),
+        render_mac(&db, &config, "52:54:00:00:01:01").text
+    );
+    let (status, body) = curl_tftp(&server, "efi/snponly.efi", &["--tftp-blksize", "1468"]);
+    assert_eq!((status, body.len()), (0, binary.len()));
+    assert_eq!(body, binary);
+    let (status, body) = curl_tftp(&server, "efi/snponly.efi", &[]);
+    assert_eq!((status, body == binary), (0, true), "512-byte blocks");
+
+    // curl: 68 = TFTP file not found, 69 = TFTP permission denied.
+    assert_eq!(
+        curl_tftp(&server, "boot/52-54-00-de-ad-00.ipxe", &[]).0,
+        68,
+        "an unknown MAC is not found"
+    );
+    assert_eq!(curl_tftp(&server, "missing.bin", &[]).0, 68);
+    assert_eq!(curl_tftp(&server, "escape.bin", &[]).0, 69, "a symlink out of the root is refused");
+    assert_eq!(curl_tftp(&server, "efi/../../outside.bin", &["--path-as-is"]).0, 69);
+    assert_eq!(curl_tftp(&server, "efi%2f..%2f..%2foutside.bin", &[]).0, 69);
+    assert_eq!(curl_tftp(&server, "efi", &[]).0, 68, "a directory is not a file");
+}
+
+#[test]
+#[allow(clippy::disallowed_methods)]
+fn tftp_refuses_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("files");
+    std::fs::create_dir_all(&root).unwrap();
+    let server = Server::start_with_files(dir.path(), &root);
+    let upload = dir.path().join("upload.bin");
+    std::fs::write(&upload, "payload").unwrap();
+    let output = std::process::Command::new("curl")
+        .args(["-s", "--max-time", "10", "-T"])
+        .arg(&upload)
+        .arg(format!("tftp://{}/upload.bin", server.tftp))
+        .output()
+        .unwrap();
+    assert_ne!(output.status.code(), Some(0), "a write request must fail");
+    assert!(!root.join("upload.bin").exists(), "nothing was written");
+    assert_eq!(std::fs::read_dir(&root).unwrap().count(), 0);
 }

@@ -23,6 +23,10 @@ path = "{}"
 [http]
 public_url = "http://192.0.2.10:8080"
 files_root = "/srv/bootvol/files"
+[tftp]
+root = "/usr/lib/ipxe"
+[cinder]
+url = "http://127.0.0.1:8776/v3"
 [boot]
 san_attempts = 4
 san_retry_delay = 3

@@ -1,0 +1,221 @@
+//! Volume attachment records, target connection info, node errors and events.
+
+use rusqlite::{OptionalExtension, Row, params};
+use serde_json::Value;
+
+use super::{Db, DbError};
+use crate::model::JsonMap;
+
+/// Where an attachment stands. Only `attached` volumes are in use by the node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttachmentState {
+    Attaching,
+    Attached,
+    Detaching,
+    Detached,
+    Failed,
+}
+
+impl AttachmentState {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            AttachmentState::Attaching => "attaching",
+            AttachmentState::Attached => "attached",
+            AttachmentState::Detaching => "detaching",
+            AttachmentState::Detached => "detached",
+            AttachmentState::Failed => "failed",
+        }
+    }
+
+    fn parse(text: &str) -> Option<AttachmentState> {
+        Some(match text {
+            "attaching" => AttachmentState::Attaching,
+            "attached" => AttachmentState::Attached,
+            "detaching" => AttachmentState::Detaching,
+            "detached" => AttachmentState::Detached,
+            "failed" => AttachmentState::Failed,
+            _ => return None,
+        })
+    }
+}
+
+/// The persisted progress of one volume target's attachment. `step` names the last step that
+/// completed, so recovery knows what to undo or finish.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AttachmentRecord {
+    pub node_uuid: String,
+    pub target_uuid: String,
+    pub volume_id: String,
+    /// `attachments` or `legacy`.
+    pub api: String,
+    /// Cinder's attachment id, once known.
+    pub attachment_id: Option<String>,
+    pub state: AttachmentState,
+    pub step: String,
+    /// The connector sent (needed again to terminate a legacy connection).
+    pub connector: Value,
+    pub last_error: Option<String>,
+    pub updated_at: Option<String>,
+}
+
+/// A notification, persisted.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Event {
+    pub id: i64,
+    pub node_uuid: Option<String>,
+    pub event_type: String,
+    pub level: String,
+    pub payload: Value,
+    pub created_at: String,
+}
+
+const RECORD_COLUMNS: &str = "node_uuid, target_uuid, volume_id, api, attachment_id, state, step, connector, last_error, updated_at";
+
+fn record_from_row(row: &Row<'_>) -> rusqlite::Result<(AttachmentRecord, String)> {
+    let state: String = row.get(5)?;
+    let connector: String = row.get(7)?;
+    Ok((
+        AttachmentRecord {
+            node_uuid: row.get(0)?,
+            target_uuid: row.get(1)?,
+            volume_id: row.get(2)?,
+            api: row.get(3)?,
+            attachment_id: row.get(4)?,
+            state: AttachmentState::Failed,
+            step: row.get(6)?,
+            connector: serde_json::from_str(&connector).unwrap_or(Value::Null),
+            last_error: row.get(8)?,
+            updated_at: row.get(9)?,
+        },
+        state,
+    ))
+}
+
+fn with_state(
+    (mut record, state): (AttachmentRecord, String),
+) -> Result<AttachmentRecord, DbError> {
+    record.state = AttachmentState::parse(&state).ok_or_else(|| DbError::Corrupt {
+        table: "volume_attachments",
+        key: record.target_uuid.clone(),
+        message: format!("unknown state {state:?}"),
+    })?;
+    Ok(record)
+}
+
+impl Db {
+    /// The attachment record of a volume target.
+    pub fn attachment_record(
+        &self,
+        target_uuid: &str,
+    ) -> Result<Option<AttachmentRecord>, DbError> {
+        let sql = format!("SELECT {RECORD_COLUMNS} FROM volume_attachments WHERE target_uuid = ?1");
+        let row = self.conn.query_row(&sql, params![target_uuid], record_from_row).optional()?;
+        row.map(with_state).transpose()
+    }
+
+    /// Records in the given states (all when `states` is empty), oldest first.
+    pub fn attachment_records(
+        &self,
+        states: &[AttachmentState],
+    ) -> Result<Vec<AttachmentRecord>, DbError> {
+        let sql = format!("SELECT {RECORD_COLUMNS} FROM volume_attachments ORDER BY id");
+        let mut statement = self.conn.prepare(&sql)?;
+        let rows = statement.query_map([], record_from_row)?;
+        let mut out = Vec::new();
+        for row in rows {
+            let record = with_state(row?)?;
+            if states.is_empty() || states.contains(&record.state) {
+                out.push(record);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Inserts or replaces the record of a target.
+    pub fn save_attachment_record(&self, r: &AttachmentRecord) -> Result<(), DbError> {
+        self.conn.execute(
+            "INSERT INTO volume_attachments (node_uuid, target_uuid, volume_id, api, attachment_id, state, step, connector, last_error) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) \
+             ON CONFLICT (target_uuid) DO UPDATE SET node_uuid = ?1, volume_id = ?3, api = ?4, attachment_id = ?5, \
+             state = ?6, step = ?7, connector = ?8, last_error = ?9, \
+             updated_at = strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now')",
+            params![
+                r.node_uuid,
+                r.target_uuid,
+                r.volume_id,
+                r.api,
+                r.attachment_id,
+                r.state.as_str(),
+                r.step,
+                r.connector.to_string(),
+                r.last_error
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// Replaces a volume target's connection info (`properties`).
+    pub fn set_target_properties(
+        &self,
+        target_uuid: &str,
+        properties: &JsonMap,
+    ) -> Result<(), DbError> {
+        self.conn.execute(
+            "UPDATE volume_targets SET properties = ?2, updated_at = strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now') WHERE uuid = ?1",
+            params![target_uuid, Value::Object(properties.clone()).to_string()],
+        )?;
+        Ok(())
+    }
+
+    /// Sets or clears a node's `last_error`.
+    pub fn set_node_last_error(
+        &self,
+        node_uuid: &str,
+        last_error: Option<&str>,
+    ) -> Result<(), DbError> {
+        self.conn.execute(
+            "UPDATE nodes SET last_error = ?2, updated_at = strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now') WHERE uuid = ?1",
+            params![node_uuid, last_error],
+        )?;
+        Ok(())
+    }
+
+    /// Stores an event; secrets in the payload are masked first.
+    pub fn add_event(
+        &self,
+        node_uuid: Option<&str>,
+        event_type: &str,
+        level: &str,
+        payload: &Value,
+    ) -> Result<(), DbError> {
+        let mut payload = payload.clone();
+        crate::secrets::mask(&mut payload);
+        self.conn.execute(
+            "INSERT INTO events (node_uuid, event_type, level, payload) VALUES (?1, ?2, ?3, ?4)",
+            params![node_uuid, event_type, level, payload.to_string()],
+        )?;
+        Ok(())
+    }
+
+    /// The newest events, newest last; of one node when given.
+    pub fn events(&self, node_uuid: Option<&str>, limit: u32) -> Result<Vec<Event>, DbError> {
+        let mut statement = self.conn.prepare(
+            "SELECT id, node_uuid, event_type, level, payload, created_at FROM events \
+             WHERE ?1 IS NULL OR node_uuid = ?1 ORDER BY id DESC LIMIT ?2",
+        )?;
+        let rows = statement.query_map(params![node_uuid, limit], |r| {
+            let payload: String = r.get(4)?;
+            Ok(Event {
+                id: r.get(0)?,
+                node_uuid: r.get(1)?,
+                event_type: r.get(2)?,
+                level: r.get(3)?,
+                payload: serde_json::from_str(&payload).unwrap_or(Value::Null),
+                created_at: r.get(5)?,
+            })
+        })?;
+        let mut events: Vec<Event> = rows.collect::<Result<_, _>>()?;
+        events.reverse();
+        Ok(events)
+    }
+}

@@ -1,0 +1,120 @@
+//! What the TFTP listener serves: the generic `boot.ipxe` and per-MAC scripts by name from the
+//! boot snapshot (`boot.ipxe`, `boot/<mac>.ipxe`, `default.ipxe`), and files under `[tftp] root`
+//! (iPXE binaries), confined by `files::FileRoot` and kept in memory once read, so a boot storm
+//! reads each binary from disk once.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use arc_swap::ArcSwap;
+use bytes::Bytes;
+
+use crate::boot::BootSnapshot;
+use crate::files::{FileError, FileRoot, check_name};
+use crate::model::MacAddr;
+use crate::tftp::{Handler, TftpError};
+
+/// Files larger than this are refused over TFTP: iPXE fetches anything big over HTTP.
+pub const MAX_TFTP_FILE: u64 = 64 * 1024 * 1024;
+
+/// The TFTP handler of `bootvol serve`.
+#[derive(Debug)]
+pub struct TftpBootFiles {
+    snapshot: Arc<ArcSwap<BootSnapshot>>,
+    root: Option<FileRoot>,
+    cache: Arc<Mutex<HashMap<PathBuf, CachedFile>>>,
+}
+
+#[derive(Debug, Clone)]
+struct CachedFile {
+    modified: Option<SystemTime>,
+    len: u64,
+    bytes: Bytes,
+}
+
+impl TftpBootFiles {
+    pub fn new(snapshot: Arc<ArcSwap<BootSnapshot>>, root: Option<FileRoot>) -> TftpBootFiles {
+        TftpBootFiles { snapshot, root, cache: Arc::default() }
+    }
+
+    fn script(&self, name: &str, peer: SocketAddr) -> Option<Result<Bytes, TftpError>> {
+        let snapshot = self.snapshot.load();
+        if name == "boot.ipxe" {
+            tracing::info!(%peer, file = name, "tftp: generic boot script");
+            return Some(Ok(snapshot.generic_script().clone()));
+        }
+        if name == "default.ipxe" || name == "boot/default.ipxe" {
+            tracing::info!(%peer, file = name, scenario = "default", "tftp: boot script");
+            return Some(Ok(snapshot.default_script().text.clone()));
+        }
+        let stem = name.strip_prefix("boot/")?.strip_suffix(".ipxe")?;
+        let Ok(mac) = stem.parse::<MacAddr>() else {
+            return Some(Err(TftpError::NotFound));
+        };
+        Some(match snapshot.script(mac) {
+            Some(script) => {
+                tracing::info!(%peer, %mac, node = script.node.as_deref().unwrap_or("-"), scenario = script.scenario, "tftp: boot script");
+                Ok(script.text.clone())
+            }
+            None => {
+                tracing::info!(%peer, %mac, scenario = "unknown", "tftp: boot script for an unknown MAC");
+                Err(TftpError::NotFound)
+            }
+        })
+    }
+}
+
+/// Reads a file under the root, from the cache when its size and time have not changed.
+fn read_file(
+    root: &FileRoot,
+    cache: &Mutex<HashMap<PathBuf, CachedFile>>,
+    name: &str,
+) -> Result<Bytes, TftpError> {
+    let path = root.resolve(name).map_err(|e| match e {
+        FileError::NotFound => TftpError::NotFound,
+        FileError::Denied(why) => TftpError::AccessViolation(why.into()),
+    })?;
+    let meta = std::fs::metadata(&path)?;
+    if meta.len() > MAX_TFTP_FILE {
+        return Err(TftpError::AccessViolation(
+            "file too large for TFTP; fetch it over HTTP".into(),
+        ));
+    }
+    let modified = meta.modified().ok();
+    let hit = cache.lock().ok().and_then(|c| {
+        c.get(&path)
+            .filter(|f| f.modified == modified && f.len == meta.len())
+            .map(|f| f.bytes.clone())
+    });
+    if let Some(bytes) = hit {
+        return Ok(bytes);
+    }
+    let bytes = Bytes::from(std::fs::read(&path)?);
+    if let Ok(mut cache) = cache.lock() {
+        cache.insert(path, CachedFile { modified, len: bytes.len() as u64, bytes: bytes.clone() });
+    }
+    Ok(bytes)
+}
+
+impl Handler for TftpBootFiles {
+    async fn read(&self, name: &str, peer: SocketAddr) -> Result<Bytes, TftpError> {
+        check_name(name).map_err(|e| TftpError::AccessViolation(e.to_string()))?;
+        if let Some(script) = self.script(name, peer) {
+            return script;
+        }
+        let root = self.root.clone().ok_or(TftpError::NotFound)?;
+        let cache = Arc::clone(&self.cache);
+        let owned = name.to_owned();
+        let result = tokio::task::spawn_blocking(move || read_file(&root, &cache, &owned))
+            .await
+            .map_err(|e| TftpError::Io(std::io::Error::other(e.to_string())))?;
+        match &result {
+            Ok(bytes) => tracing::debug!(%peer, file = name, bytes = bytes.len(), "tftp: file"),
+            Err(e) => tracing::info!(%peer, file = name, error = %e, "tftp: refused"),
+        }
+        result
+    }
+}
