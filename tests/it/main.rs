@@ -3,6 +3,7 @@
 
 mod cli;
 mod hostile;
+mod keystone;
 mod scenarios;
 mod serve;
 mod support;
