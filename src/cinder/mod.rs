@@ -31,6 +31,8 @@ pub enum CinderError {
     Timeout { action: String, timeout: Duration },
     #[error("cannot reach Cinder for {action}: {message}")]
     Unreachable { action: String, message: String },
+    #[error("the answer of Cinder to {action} was lost: {message}")]
+    Interrupted { action: String, message: String },
     #[error("unexpected answer from Cinder to {action}: {message}")]
     Protocol { action: String, message: String },
     #[error("Keystone: {0}")]
@@ -44,9 +46,16 @@ impl CinderError {
     fn transient(&self) -> bool {
         match self {
             CinderError::Http { status, .. } => *status >= 500 || *status == 429,
-            CinderError::Timeout { .. } | CinderError::Unreachable { .. } => true,
+            CinderError::Timeout { .. }
+            | CinderError::Unreachable { .. }
+            | CinderError::Interrupted { .. } => true,
             _ => false,
         }
+    }
+
+    /// Whether the request may have been carried out although no answer came back.
+    pub fn answer_lost(&self) -> bool {
+        matches!(self, CinderError::Timeout { .. } | CinderError::Interrupted { .. })
     }
 
     /// Whether Cinder said "not found".
@@ -143,6 +152,11 @@ impl CinderClient {
         })
     }
 
+    /// The bound on every request.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
     /// Shortens the retry backoff (tests).
     pub fn with_backoff(mut self, backoff: Duration) -> CinderClient {
         self.backoff = backoff;
@@ -220,7 +234,8 @@ impl CinderClient {
     }
 
     fn transport_error(&self, action: &str, e: reqwest::Error) -> CinderError {
-        if e.is_timeout() {
+        let connect = e.is_connect();
+        if e.is_timeout() && !connect {
             CinderError::Timeout { action: action.to_owned(), timeout: self.timeout }
         } else {
             // The error's source chain names the cause (refused, DNS...); no secret is in a URL.
@@ -230,7 +245,11 @@ impl CinderClient {
                 message = format!("{message}: {cause}");
                 source = cause.source();
             }
-            CinderError::Unreachable { action: action.to_owned(), message }
+            if connect {
+                CinderError::Unreachable { action: action.to_owned(), message }
+            } else {
+                CinderError::Interrupted { action: action.to_owned(), message }
+            }
         }
     }
 
@@ -547,10 +566,11 @@ impl CinderClient {
         .map(|_| ())
     }
 
-    /// The ids of a volume's attachments (attachments API).
+    /// The ids of a volume's attachments (attachments API). Attachments belong to the volume's
+    /// project, which need not be bootvol's: `all_tenants` (honoured for admins) finds them.
     pub async fn attachments_of_volume(&self, volume_id: &str) -> Result<Vec<String>, CinderError> {
         let action = format!("listing attachments of volume {volume_id}");
-        let path = format!("/attachments?volume_id={volume_id}");
+        let path = format!("/attachments?all_tenants=1&volume_id={volume_id}");
         let (_, body) = self
             .call(Method::GET, &path, None, Some(ATTACHMENTS_MICROVERSION), true, &action)
             .await?;

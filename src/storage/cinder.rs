@@ -211,10 +211,24 @@ impl CinderStorage {
         let volume = &target.volume_id;
         let info = match style {
             ApiStyle::Attachments => {
+                record.step = "creating".into();
+                self.save(record).await?;
                 let attachment = match self.client.attachment_create(volume, &connector).await {
                     Ok(attachment) => attachment,
+                    Err(e) if e.answer_lost() => {
+                        // Cinder may have created it: find it once it shows, and delete it.
+                        let settle = Duration::from_secs(5 * self.client_timeout_secs());
+                        tracing::warn!(
+                            volume,
+                            "the answer to the attachment create was lost; watching the volume for up to {settle:?}"
+                        );
+                        if self.forget_unknown_attachments(volume, settle).await {
+                            record.step = "started".into();
+                        }
+                        return Err(e.into());
+                    }
                     Err(e) => {
-                        self.forget_unknown_attachments(volume).await;
+                        record.step = "started".into();
                         return Err(e.into());
                     }
                 };
@@ -276,31 +290,53 @@ impl CinderStorage {
             .map(|a| a.attachment_id.clone()))
     }
 
-    /// After an attachment create whose answer was lost (a timeout), Cinder may hold a
-    /// reservation we have no id for: delete attachments of the volume that no record knows,
-    /// while the volume is not in use.
-    async fn forget_unknown_attachments(&self, volume: &str) {
-        let Ok(v) = self.client.volume(volume).await else { return };
-        if v.status != "reserved" && v.status != "attaching" {
-            return;
-        }
-        let known: Vec<String> = self
-            .db
-            .run(|db| db.attachment_records(&[]))
-            .await
-            .unwrap_or_default()
-            .into_iter()
-            .filter_map(|r| r.attachment_id)
-            .collect();
-        if let Ok(list) = self.client.attachments_of_volume(volume).await {
-            for id in list.into_iter().filter(|id| !known.contains(id)) {
-                tracing::warn!(
-                    volume,
-                    attachment = id,
-                    "deleting an attachment left by a failed create"
-                );
-                let _ = self.client.attachment_delete(&id).await;
+    fn client_timeout_secs(&self) -> u64 {
+        self.client.timeout().as_secs().max(1)
+    }
+
+    /// After an attachment create whose answer was lost (a timeout), Cinder may hold an
+    /// attachment we have no id for, or may still be creating it. Watches the volume for up to
+    /// `settle`: an attachment no record knows is deleted as soon as it shows. Returns whether
+    /// the volume ended free (no stray, status `available`). Only called when the answer was
+    /// lost, never after an error Cinder returned, so another consumer's attachment is never
+    /// touched.
+    async fn forget_unknown_attachments(&self, volume: &str, settle: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + settle;
+        loop {
+            let known: Vec<String> = self
+                .db
+                .run(|db| db.attachment_records(&[]))
+                .await
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(|r| r.attachment_id)
+                .collect();
+            let listed = self.client.attachments_of_volume(volume).await;
+            tracing::debug!(
+                volume,
+                ?listed,
+                "looking for an attachment whose create answer was lost"
+            );
+            if let Ok(list) = listed {
+                let strays: Vec<String> =
+                    list.into_iter().filter(|id| !known.contains(id)).collect();
+                if !strays.is_empty() {
+                    let mut all_deleted = true;
+                    for id in strays {
+                        tracing::warn!(
+                            volume,
+                            attachment = id,
+                            "deleting an attachment whose create answer was lost"
+                        );
+                        all_deleted &= self.client.attachment_delete(&id).await.is_ok();
+                    }
+                    return all_deleted;
+                }
             }
+            if tokio::time::Instant::now() >= deadline {
+                return self.client.volume(volume).await.is_ok_and(|v| v.status == "available");
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
         }
     }
 
@@ -314,6 +350,19 @@ impl CinderStorage {
         let result = match record.api.as_str() {
             "attachments" => match &record.attachment_id {
                 Some(id) => self.client.attachment_delete(id).await,
+                None if record.step == "creating" => {
+                    if self
+                        .forget_unknown_attachments(&record.volume_id, Duration::from_secs(1))
+                        .await
+                    {
+                        Ok(())
+                    } else {
+                        Err(CinderError::Protocol {
+                            action: "undoing an attachment create whose answer was lost".into(),
+                            message: "the volume is not free yet; recovery looks again".into(),
+                        })
+                    }
+                }
                 None => Ok(()),
             },
             _ => self.undo_legacy(&record).await,
@@ -336,15 +385,24 @@ impl CinderStorage {
 
     async fn undo_legacy(&self, record: &AttachmentRecord) -> Result<(), CinderError> {
         let volume = &record.volume_id;
-        let connector = &record.connector;
-        let step_reached = |s: &str| steps_reached(&record.step, s, LEGACY_STEPS);
-        if step_reached("attached") {
-            return self.detach_legacy(record).await;
+        // `os-attach` may have happened even when its answer was lost: ask the volume.
+        let current = match self.client.volume(volume).await {
+            Ok(v) => v,
+            Err(e) if e.is_not_found() => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let ours = current.attachments.iter().find(|a| {
+            a.host_name.as_deref().is_some_and(|h| h.eq_ignore_ascii_case(&record.node_uuid))
+        });
+        if let Some(attachment) = ours {
+            let mut attached = record.clone();
+            attached.attachment_id = Some(attachment.attachment_id.clone());
+            return self.detach_legacy(&attached).await;
         }
-        if step_reached("initialized") {
-            self.client.terminate_connection_raw(volume, connector).await?;
+        if steps_reached(&record.step, "initialized", LEGACY_STEPS) {
+            self.client.terminate_connection_raw(volume, &record.connector).await?;
         }
-        if step_reached("reserved") {
+        if steps_reached(&record.step, "reserved", LEGACY_STEPS) || current.status == "attaching" {
             self.client.unreserve(volume).await?;
         }
         Ok(())

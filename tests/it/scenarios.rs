@@ -23,6 +23,13 @@ fn iscsi_with_mutual_chap_and_extra_volumes() {
     assert!(text[boot..data].contains("set password data-chap-secret-3"));
     assert!(text[boot..data].contains("clear reverse-password"));
     assert!(text[data..scratch].contains("clear password"));
+    // iPXE re-reads the (global) CHAP settings when it reconnects: the boot volume's are put
+    // back before sanboot.
+    let sanboot = text.find("sanboot").unwrap();
+    assert!(
+        text[scratch..sanboot]
+            .contains("set password boot-chap-secret-1\nset reverse-username san-user")
+    );
     // Ironic's defects: IPv6 brackets kept, a string LUN read and printed in hex, a missing LUN is 0.
     assert!(text.contains("iscsi:[2001:db8::5]::3260:10:iqn.2024-01.org.example.san:data"));
     assert!(text.contains("iscsi:san.example::3260:0:iqn.2024-01.org.example.san:scratch"));

@@ -1,0 +1,244 @@
+//! The thing under test: `bootvol serve` with a configuration of its own, an inventory applied
+//! with `bootvol apply`, run until the guard drops.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+
+use super::net::{free_tcp_port, free_udp_port};
+use super::process::{Daemon, command, command_in, run};
+use super::tail;
+
+pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_bootvol");
+
+/// Where bootvol listens and what it tells nodes.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub(crate) http_listen: String,
+    pub(crate) public_url: String,
+    pub(crate) tftp_listen: String,
+    pub(crate) tftp_root: PathBuf,
+    pub(crate) san_attempts: u32,
+    pub(crate) san_retry_delay: u32,
+    /// Run inside this network namespace.
+    pub(crate) netns: Option<String>,
+}
+
+impl Settings {
+    /// On host loopback, for VMs on QEMU's user-mode network (which reach the host as 10.0.2.2).
+    pub(crate) fn loopback() -> Settings {
+        let http = free_tcp_port();
+        Settings {
+            http_listen: format!("127.0.0.1:{http}"),
+            public_url: format!("http://10.0.2.2:{http}"),
+            tftp_listen: format!("127.0.0.1:{}", free_udp_port()),
+            tftp_root: PathBuf::from("/usr/lib/ipxe"),
+            san_attempts: 2,
+            san_retry_delay: 1,
+            netns: None,
+        }
+    }
+
+    /// Inside a network namespace, on the server address, with TFTP on port 69.
+    pub(crate) fn in_netns(netns: &str, ip: &str) -> Settings {
+        Settings {
+            http_listen: format!("{ip}:8080"),
+            public_url: format!("http://{ip}:8080"),
+            tftp_listen: format!("{ip}:69"),
+            tftp_root: PathBuf::from("/usr/lib/ipxe"),
+            san_attempts: 2,
+            san_retry_delay: 1,
+            netns: Some(netns.to_owned()),
+        }
+    }
+}
+
+/// A running `bootvol serve`.
+#[derive(Debug)]
+pub(crate) struct Bootvol {
+    pub(crate) settings: Settings,
+    pub(crate) config: PathBuf,
+    pub(crate) files_root: PathBuf,
+    daemon: Option<Daemon>,
+    log: PathBuf,
+}
+
+impl Bootvol {
+    /// Writes the configuration into `dir` (database and `files/` there too). Nothing runs yet.
+    pub(crate) fn configure(dir: &Path, settings: Settings) -> Bootvol {
+        let files_root = dir.join("files");
+        std::fs::create_dir_all(&files_root).unwrap();
+        let config = dir.join("bootvol.toml");
+        let text = format!(
+            r#"[DEFAULT]
+enabled_storage_interfaces = ["noop", "external"]
+
+[database]
+path = "{db}"
+watch_interval_ms = 100
+
+[http]
+listen = "{http_listen}"
+public_url = "{public_url}"
+files_root = "{files_root}"
+
+[tftp]
+listen = "{tftp_listen}"
+root = "{tftp_root}"
+
+[api]
+listen = "127.0.0.1:{api_port}"
+
+[boot]
+san_attempts = {san_attempts}
+san_retry_delay = {san_retry_delay}
+"#,
+            db = dir.join("bootvol.db").display(),
+            http_listen = settings.http_listen,
+            public_url = settings.public_url,
+            files_root = files_root.display(),
+            tftp_listen = settings.tftp_listen,
+            tftp_root = settings.tftp_root.display(),
+            api_port = free_tcp_port(),
+            san_attempts = settings.san_attempts,
+            san_retry_delay = settings.san_retry_delay,
+        );
+        std::fs::write(&config, text).unwrap();
+        Bootvol { settings, config, files_root, daemon: None, log: dir.join("bootvol.log") }
+    }
+
+    fn cli(&self) -> Command {
+        let mut cmd = command(BIN);
+        cmd.arg("--config").arg(&self.config);
+        cmd
+    }
+
+    /// `bootvol apply` of `inventory`.
+    pub(crate) fn apply(&self, inventory: &serde_json::Value) {
+        let path = self.config.with_file_name("inventory.json");
+        std::fs::write(&path, serde_json::to_string_pretty(inventory).unwrap()).unwrap();
+        run(self.cli().arg("apply").arg(&path));
+    }
+
+    /// `bootvol render --mac`: the script that MAC must be served.
+    pub(crate) fn render(&self, mac: &str) -> String {
+        run(self.cli().args(["render", "--mac", mac]))
+    }
+
+    /// Starts `bootvol serve` and waits until `GET /boot.ipxe` answers 200.
+    pub(crate) fn serve(&mut self) {
+        let mut cmd = command_in(self.settings.netns.as_deref(), BIN);
+        cmd.arg("--config").arg(&self.config).arg("serve").env("RUST_LOG", "debug");
+        let mut daemon = Daemon::spawn("bootvol serve", cmd, &self.log);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            daemon.assert_running();
+            if let Ok((200, _)) = self.get("/boot.ipxe") {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "bootvol serve did not answer GET /boot.ipxe with 200\n{}",
+                tail(&self.log, 4000)
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.daemon = Some(daemon);
+    }
+
+    /// `GET path` from bootvol's HTTP listener: (status, body).
+    pub(crate) fn get(&self, path: &str) -> Result<(u16, String), String> {
+        self.get_with(path, &[])
+    }
+
+    /// `GET path` with extra request headers. Inside a namespace it goes through bash's
+    /// /dev/tcp there.
+    pub(crate) fn get_with(
+        &self,
+        path: &str,
+        headers: &[(&str, &str)],
+    ) -> Result<(u16, String), String> {
+        let (host, port) = self.settings.http_listen.rsplit_once(':').unwrap();
+        match &self.settings.netns {
+            None => {
+                let agent: ureq::Agent = ureq::Agent::config_builder()
+                    .http_status_as_error(false)
+                    .timeout_global(Some(Duration::from_secs(5)))
+                    .build()
+                    .into();
+                let mut request = agent.get(format!("http://{host}:{port}{path}"));
+                for (name, value) in headers {
+                    request = request.header(*name, *value);
+                }
+                let mut response = request.call().map_err(|e| e.to_string())?;
+                let status = response.status().as_u16();
+                let body = response.body_mut().read_to_string().map_err(|e| e.to_string())?;
+                Ok((status, body))
+            }
+            Some(netns) => {
+                let extra: String =
+                    headers.iter().map(|(name, value)| format!("{name}: {value}\\r\\n")).collect();
+                let script = format!(
+                    "exec 3<>/dev/tcp/{host}/{port} || exit 1\n\
+                     printf 'GET {path} HTTP/1.0\\r\\nHost: {host}\\r\\n{extra}\\r\\n' >&3\n\
+                     timeout 5 cat <&3"
+                );
+                let out = command_in(Some(netns), "bash")
+                    .args(["-c", &script])
+                    .output()
+                    .map_err(|e| e.to_string())?;
+                let text = String::from_utf8_lossy(&out.stdout).into_owned();
+                let (head, body) = text
+                    .split_once("\r\n\r\n")
+                    .ok_or_else(|| format!("no HTTP answer: {text:?}"))?;
+                let status = head
+                    .split_whitespace()
+                    .nth(1)
+                    .and_then(|s| s.parse().ok())
+                    .ok_or_else(|| format!("bad status line: {head:?}"))?;
+                Ok((status, body.to_owned()))
+            }
+        }
+    }
+
+    /// Asserts that `GET /boot/<mac>.ipxe` serves exactly what `bootvol render` prints, waiting
+    /// a little for the server to notice a fresh `apply`. Returns the script.
+    pub(crate) fn assert_serves_render(&self, mac: &str) -> String {
+        let expected = self.render(mac);
+        let path = format!("/boot/{}.ipxe", mac.replace(':', "-"));
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let got = self.get(&path);
+            if matches!(&got, Ok((200, body)) if *body == expected) {
+                return expected;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "GET {path} does not serve what `bootvol render --mac {mac}` prints\n\
+                 render:\n{expected}\nserved: {got:?}\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    pub(crate) fn log(&self) -> String {
+        tail(&self.log, 4000)
+    }
+
+    /// Stops the server with SIGTERM and asserts it exits 0 promptly.
+    pub(crate) fn stop(&mut self) {
+        if let Some(mut daemon) = self.daemon.take() {
+            daemon.assert_running();
+            daemon.signal(Signal::SIGTERM);
+            let status = daemon.wait_timeout(Duration::from_secs(5));
+            assert!(
+                status.is_some_and(|s| s.success()),
+                "bootvol serve did not exit 0 within 5 s of SIGTERM ({status:?})\n{}",
+                self.log()
+            );
+        }
+    }
+}
