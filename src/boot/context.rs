@@ -116,6 +116,38 @@ impl BootContext {
     }
 }
 
+impl BootContext {
+    /// The deploy ramdisk of a scenario-4 deployment in progress: the conductor records its
+    /// kernel, ramdisk (names under `files_root`) and command line in
+    /// `driver_internal_info.deploy`.
+    pub fn deploy(record: &NodeRecord, settings: &BootSettings) -> Result<BootContext, ScenarioError> {
+        let deploy = record
+            .node
+            .driver_internal_info
+            .get("deploy")
+            .and_then(Value::as_object)
+            .ok_or_else(|| ScenarioError("no deployment in progress (driver_internal_info.deploy)".into()))?;
+        let kernel = text(deploy.get("kernel").unwrap_or(&Value::Null), "deploy kernel")?;
+        let ramdisk = text(deploy.get("ramdisk").unwrap_or(&Value::Null), "deploy ramdisk")?;
+        for name in [&kernel, &ramdisk] {
+            check_file_name(name).map_err(ScenarioError)?;
+        }
+        let initrd_name = ramdisk.rsplit('/').next().unwrap_or(&ramdisk).to_owned();
+        let mut args = vec![format!("initrd={initrd_name}")];
+        for arg in deploy.get("args").and_then(Value::as_array).into_iter().flatten() {
+            args.push(text(arg, "deploy argument")?);
+        }
+        let mut context = BootContext::default_script(Some(record), "hba-deploy");
+        context.template = "ipxe/deploy.ipxe.j2";
+        context.kernel = Some(KernelBoot {
+            kernel_url: format!("{}/files/{kernel}", settings.public_url),
+            initrd_url: format!("{}/files/{ramdisk}", settings.public_url),
+            args,
+        });
+        Ok(context)
+    }
+}
+
 fn san_boot(record: &NodeRecord, settings: &BootSettings) -> Result<SanBoot, ScenarioError> {
     let initiator_iqn = record
         .volume_connectors

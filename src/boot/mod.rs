@@ -14,7 +14,7 @@ pub use render::{RenderError, Templates, check_script_value};
 pub use scenario::{BootOption, Scenario, ScenarioError, decide, set_boot_option};
 pub use snapshot::{BootSnapshot, ServedScript};
 
-use crate::model::{NodeRecord, StorageInterfaceName};
+use crate::model::{NodeRecord, ProvisionState, StorageInterfaceName};
 
 /// A rendered script and what it was rendered for (for logs and the admin page).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,8 +38,17 @@ pub fn script_for(
     let Some(record) = record else {
         return default_script(templates, None, "unknown", None);
     };
-    let planned = decide(record, default_storage)
-        .and_then(|scenario| BootContext::new(record, scenario, settings).map(|c| (scenario, c)));
+    let planned = match record.node.provision_state {
+        // A node boots from its volume once deployed (or adopted), and while its deployment
+        // powers it on.
+        ProvisionState::Active | ProvisionState::Deploying => decide(record, default_storage)
+            .and_then(|scenario| BootContext::new(record, scenario, settings).map(|c| (scenario, c))),
+        // Scenario 4: the deploy ramdisk writes the image, then calls back.
+        ProvisionState::WaitCallBack => {
+            BootContext::deploy(record, settings).map(|c| (Scenario::Hba { force_deployment: true }, c))
+        }
+        _ => return default_script(templates, Some(record), "not-deployed", None),
+    };
     let (scenario, context) = match planned {
         Ok(planned) => planned,
         Err(e) => return default_script(templates, Some(record), "invalid", Some(e.0)),

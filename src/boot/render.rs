@@ -24,6 +24,7 @@ pub const BUILTIN_TEMPLATES: &[(&str, &str)] = &[
     ("ipxe/hba.ipxe.j2", include_str!("../../templates/ipxe/hba.ipxe.j2")),
     ("ipxe/default.ipxe.j2", include_str!("../../templates/ipxe/default.ipxe.j2")),
     ("ipxe/boot.ipxe.j2", include_str!("../../templates/ipxe/boot.ipxe.j2")),
+    ("ipxe/deploy.ipxe.j2", include_str!("../../templates/ipxe/deploy.ipxe.j2")),
 ];
 
 /// Why a script could not be printed.

@@ -34,7 +34,7 @@ fn bios_aoe_sanboot() {
         Bootvol::configure(e2e.dir.path(), Settings::in_netns(netns.name(), SERVER_IP));
     bootvol.apply(&json!({"nodes": [{
         "name": "e2e-aoe",
-        "storage_interface": "external",
+        "storage_interface": "external", "provision_state": "active",
         "properties": {"capabilities": "aoe_boot:true"},
         "ports": [{"address": mac}],
         "volume_targets": [{"volume_type": "aoe", "boot_index": 0, "volume_id": "vol-aoe",

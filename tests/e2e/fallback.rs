@@ -16,7 +16,7 @@ use crate::volumes::{bios_volume, efi_app, efi_volume};
 fn other_node(portal: &str) -> serde_json::Value {
     json!({
         "name": "e2e-someone-else",
-        "storage_interface": "external",
+        "storage_interface": "external", "provision_state": "active",
         "properties": {"capabilities": "iscsi_boot:true"},
         "ports": [{"address": "52:54:00:e2:ff:ff"}],
         "volume_connectors": [{"type": "iqn", "connector_id": "iqn.2024-01.org.example.e2e:other"}],
@@ -86,7 +86,7 @@ fn target_down_gives_up_after_bounded_retries() {
     let mut bootvol = Bootvol::configure(e2e.dir.path(), settings);
     bootvol.apply(&json!({"nodes": [other_node(&dead_portal), {
         "name": node,
-        "storage_interface": "external",
+        "storage_interface": "external", "provision_state": "active",
         "properties": {"capabilities": "iscsi_boot:true"},
         "ports": [{"address": mac}],
         "volume_connectors": [{"type": "iqn", "connector_id": "iqn.2024-01.org.example.e2e:down"}],

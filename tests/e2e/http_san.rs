@@ -27,7 +27,7 @@ fn bios_http_san_boot_from_bootvol_files() {
     let url = format!("{}/files/images/disk.img", bootvol.settings.public_url);
     bootvol.apply(&json!({"nodes": [{
         "name": "e2e-http-san",
-        "storage_interface": "external",
+        "storage_interface": "external", "provision_state": "active",
         "properties": {"capabilities": "http_boot:true"},
         "ports": [{"address": mac}],
         "volume_targets": [{"volume_type": "http", "boot_index": 0, "volume_id": "vol-http",

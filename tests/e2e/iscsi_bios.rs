@@ -40,7 +40,7 @@ fn bios_iscsi_sanboot() {
     bootvol.serve();
     bootvol.apply(&json!({"nodes": [{
         "name": "e2e-bios-iscsi",
-        "storage_interface": "external",
+        "storage_interface": "external", "provision_state": "active",
         "properties": {"capabilities": "iscsi_boot:true"},
         "ports": [{"address": mac}],
         "volume_connectors": [{"type": "iqn", "connector_id": "iqn.2024-01.org.example.e2e:bios-node"}],
@@ -118,7 +118,7 @@ fn bios_iscsi_chap_acl_lun2_and_extra_volume() {
     let portal = format!("10.0.2.2:{portal}");
     bootvol.apply(&json!({"nodes": [{
         "name": "e2e-chap",
-        "storage_interface": "external",
+        "storage_interface": "external", "provision_state": "active",
         "properties": {"capabilities": "iscsi_boot:true"},
         "ports": [{"address": mac}],
         "volume_connectors": [{"type": "iqn", "connector_id": node_iqn}],
@@ -202,7 +202,7 @@ fn bios_iscsi_boot_volume_reconnects_with_its_own_chap() {
     let portal = format!("10.0.2.2:{portal}");
     bootvol.apply(&json!({"nodes": [{
         "name": "e2e-reconnect",
-        "storage_interface": "external",
+        "storage_interface": "external", "provision_state": "active",
         "properties": {"capabilities": "iscsi_boot:true"},
         "ports": [{"address": mac}],
         "volume_connectors": [{"type": "iqn", "connector_id": node_iqn}],

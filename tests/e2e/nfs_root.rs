@@ -157,7 +157,7 @@ fn bios_nfs_root_kernel_from_files() {
     std::fs::write(files.join("initrd.img"), build_initrd(&modules, &busybox)).unwrap();
     bootvol.apply(&json!({"nodes": [{
         "name": "e2e-nfs",
-        "storage_interface": "external",
+        "storage_interface": "external", "provision_state": "active",
         "properties": {"capabilities": "nfs_boot:true"},
         "instance_info": {"nfs_root": format!("{SERVER_IP}:/export"), "nfs_options": "vers=4.1",
                           "kernel": "nfs/vmlinuz", "ramdisk": "nfs/initrd.img",

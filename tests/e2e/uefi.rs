@@ -27,7 +27,7 @@ fn uefi_node(
     }
     json!({
         "name": name,
-        "storage_interface": "external",
+        "storage_interface": "external", "provision_state": "active",
         "properties": {"capabilities": "iscsi_boot:true,boot_mode:uefi"},
         "ports": [{"address": mac}],
         "volume_connectors": [{"type": "iqn", "connector_id": format!("iqn.2024-01.org.example.e2e:{name}")}],

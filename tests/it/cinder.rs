@@ -77,7 +77,7 @@ sync_interval = 0
 
     /// One iSCSI boot-from-volume node on a Cinder volume.
     fn add_node(&self, name: &str, mac: &str, volume: &str) {
-        let inventory = json!({"nodes": [{"name": name, "storage_interface": "cinder",
+        let inventory = json!({"nodes": [{"name": name, "storage_interface": "cinder", "provision_state": "active",
             "properties": {"capabilities": "iscsi_boot:true"}, "ports": [{"address": mac}],
             "volume_connectors": [{"type": "iqn", "connector_id": format!("iqn.2024-01.org.example.node:{name}")},
                                   {"type": "ip", "connector_id": "192.0.2.101"}],

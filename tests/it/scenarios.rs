@@ -137,3 +137,27 @@ fn san_retries_are_bounded_by_the_configuration() {
     assert!(text.contains("sleep 3\ngoto bootvol_attach\n"));
     assert!(text.trim_end().ends_with(":bootvol_failed\necho bootvol: giving up on aoe after 4 attempts, handing back to the firmware\nexit 1"));
 }
+
+#[test]
+fn only_deployed_nodes_boot_from_their_volume() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path());
+    let db = scenario_db(&config);
+    let mac: bootvol::model::MacAddr = "52:54:00:00:05:01".parse().unwrap();
+    let mut record = db.node_record_by_mac(mac).unwrap().unwrap();
+    for (state, booted) in [
+        (bootvol::model::ProvisionState::Available, false),
+        (bootvol::model::ProvisionState::Manageable, false),
+        (bootvol::model::ProvisionState::DeployFailed, false),
+        (bootvol::model::ProvisionState::Deploying, true),
+        (bootvol::model::ProvisionState::Active, true),
+    ] {
+        record.node.provision_state = state;
+        let script = crate::support::render_record(&config, Some(&record));
+        assert_eq!(script.text.contains("sanhook"), booted, "{state}");
+        if !booted {
+            assert_eq!(script.scenario, "not-deployed");
+            assert!(script.text.lines().any(|l| l == "exit"));
+        }
+    }
+}
