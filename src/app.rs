@@ -70,13 +70,23 @@ pub async fn serve(
     let snapshot = start_snapshot(&config, shutdown.clone())?;
     let files = served_root(&config.http.files_root, "http.files_root");
     let tftp_root = served_root(&config.tftp.root, "tftp.root");
-    let state = BootState { snapshot: Arc::clone(&snapshot.current), files };
+    let conductor = {
+        let db = crate::storage::SharedDb::new(Db::open(&config.database.path)?);
+        let reload = snapshot.clone();
+        crate::conductor::Conductor::new(Arc::new(config.clone()), db)?
+            .with_on_change(Arc::new(move || reload.reload()))
+    };
+    let state = BootState {
+        snapshot: Arc::clone(&snapshot.current),
+        files,
+        conductor: Some(conductor.clone()),
+    };
     let http_addr = listeners.http.local_addr()?;
     let tftp_addr = listeners.tftp.local_addr()?;
     tracing::info!(http = %http_addr, tftp = %tftp_addr, nodes = snapshot.current.load().node_count(),
         startup_ms = started.elapsed().as_millis() as u64, "serving");
     let signals = tokio::spawn(handle_signals(snapshot.clone(), shutdown.clone()));
-    let volume_sync = start_volume_sync(&config, shutdown.clone())?;
+    let background = start_background(&config, conductor, shutdown.clone());
     let tftp_handler = Arc::new(TftpBootFiles::new(Arc::clone(&snapshot.current), tftp_root));
     let tftp = tokio::spawn(crate::tftp::serve(
         listeners.tftp,
@@ -102,65 +112,99 @@ pub async fn serve(
         Err(e) => Err(anyhow::anyhow!("TFTP listener task: {e}")),
     };
     signals.abort();
-    if let Some(task) = volume_sync {
-        task.abort();
-    }
+    background.abort();
     tracing::info!("stopped");
     http_result.and(tftp_result)
 }
 
-/// With the cinder storage interface enabled: recovers interrupted attaches and detaches, then
-/// syncs attached volumes with Cinder every `[cinder] sync_interval` seconds. It runs beside the
-/// listeners: an unreachable Cinder delays nothing but itself.
-fn start_volume_sync(
+/// The conductor's background work, beside the listeners (an unreachable Cinder or BMC delays
+/// nothing but itself): at start, finish or undo what a crashed process left (volume attaches,
+/// deploys); then, periodically, sync volumes with Cinder (`[cinder] sync_interval`), fail
+/// deployments whose ramdisk never called back, record out-of-band power changes
+/// (`[conductor] power_sync_interval`), and deliver events to the webhook.
+fn start_background(
     config: &Config,
+    conductor: crate::conductor::Conductor,
     shutdown: CancellationToken,
-) -> Result<Option<tokio::task::JoinHandle<()>>> {
-    use crate::model::StorageInterfaceName;
-    if !config.storage_interface_enabled(StorageInterfaceName::Cinder) {
-        return Ok(None);
-    }
-    let db = crate::storage::SharedDb::new(Db::open(&config.database.path)?);
-    let interfaces = crate::storage::StorageInterfaces::new(Arc::new(config.clone()), db)?;
-    let Some(cinder) = interfaces.cinder().cloned() else { return Ok(None) };
-    let interval = Duration::from_secs(config.cinder.sync_interval);
-    Ok(Some(tokio::spawn(async move {
-        match cinder.recover().await {
-            Ok(report) if report.failed.is_empty() => {
-                tracing::info!(
-                    undone = report.undone.len(),
-                    detached = report.detached.len(),
-                    "volume recovery done"
-                )
+) -> tokio::task::JoinHandle<()> {
+    let volume_every = config.cinder.sync_interval;
+    let power_every = config.conductor.power_sync_interval;
+    let webhook =
+        (!config.notifications.webhook_url.is_empty()).then(|| crate::conductor::notify::Webhook {
+            url: config.notifications.webhook_url.clone(),
+            secret: config.notifications.webhook_secret.clone(),
+            max_attempts: i64::from(config.notifications.max_attempts),
+            timeout: Duration::from_secs(10),
+        });
+    tokio::spawn(async move {
+        let cinder = conductor.storage().cinder().cloned();
+        if let Some(cinder) = &cinder {
+            match cinder.recover().await {
+                Ok(report) if report.failed.is_empty() => {
+                    tracing::info!(
+                        undone = report.undone.len(),
+                        detached = report.detached.len(),
+                        "volume recovery done"
+                    )
+                }
+                Ok(report) => {
+                    tracing::error!(failed = ?report.failed, "volume recovery incomplete; retried next pass")
+                }
+                Err(e) => tracing::error!(error = %e, "volume recovery failed; retried next pass"),
             }
-            Ok(report) => {
-                tracing::error!(failed = ?report.failed, "volume recovery incomplete; retried next pass")
+        }
+        match conductor.recover_interrupted().await {
+            Ok(done) if !done.is_empty() => {
+                tracing::warn!(nodes = ?done, "interrupted actions ended")
             }
-            Err(e) => tracing::error!(error = %e, "volume recovery failed; retried next pass"),
+            Ok(_) => {}
+            Err(e) => tracing::error!(error = %e, "recovering interrupted actions"),
         }
-        if interval.is_zero() {
-            return;
+        if webhook.is_none() {
+            let _ = conductor.db().run(|db| db.skip_event_delivery()).await;
         }
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let http = reqwest::Client::new();
+        let mut tick: u64 = 0;
         loop {
             tokio::select! {
                 () = shutdown.cancelled() => return,
-                () = tokio::time::sleep(interval) => {}
+                () = tokio::time::sleep(Duration::from_secs(1)) => {}
             }
-            if let Err(e) = cinder.recover().await {
-                tracing::warn!(error = %e, "volume recovery pass failed");
+            tick += 1;
+            if let Some(hook) = &webhook {
+                crate::conductor::notify::deliver_due(conductor.db(), &http, hook).await;
             }
-            match cinder.sync().await {
-                Ok(report) => tracing::info!(
-                    checked = report.checked,
-                    updated = report.updated.len(),
-                    drifted = report.drifted.len(),
-                    errors = report.errors.len(),
-                    "volume sync pass"
-                ),
-                Err(e) => tracing::warn!(error = %e, "volume sync pass failed"),
+            if tick.is_multiple_of(5)
+                && let Err(e) = conductor.expire_deployments().await
+            {
+                tracing::warn!(error = %e, "expiring deployments");
+            }
+            if power_every > 0
+                && tick.is_multiple_of(power_every)
+                && let Err(e) = conductor.sync_power_states().await
+            {
+                tracing::warn!(error = %e, "power state sync");
+            }
+            if let Some(cinder) =
+                cinder.as_ref().filter(|_| volume_every > 0 && tick.is_multiple_of(volume_every))
+            {
+                if let Err(e) = cinder.recover().await {
+                    tracing::warn!(error = %e, "volume recovery pass failed");
+                }
+                match cinder.sync().await {
+                    Ok(report) => tracing::info!(
+                        checked = report.checked,
+                        updated = report.updated.len(),
+                        drifted = report.drifted.len(),
+                        errors = report.errors.len(),
+                        "volume sync pass"
+                    ),
+                    Err(e) => tracing::warn!(error = %e, "volume sync pass failed"),
+                }
             }
         }
-    })))
+    })
 }
 
 /// A served folder, or `None` (with a warning) when it does not exist: the listeners still

@@ -61,6 +61,22 @@ pub enum Command {
     },
     /// Compare attached volumes with Cinder once and bring the local connection info up to date.
     Sync,
+    /// Node lifecycle: show, validate, deploy, undeploy, power...
+    Node {
+        #[command(subcommand)]
+        action: NodeAction,
+    },
+    /// Events (notifications), oldest first.
+    Events {
+        /// Only this node's (name or UUID).
+        #[arg(long)]
+        node: Option<String>,
+        /// As JSON lines.
+        #[arg(long)]
+        json: bool,
+        #[arg(long, default_value_t = 100)]
+        limit: u32,
+    },
     /// Run on an embedded default (in-memory database, sample inventory) and print every
     /// sample node's scenario and script.
     Demo,
@@ -72,6 +88,56 @@ pub enum VolumesAction {
     Attach { node: String },
     /// Detach the node's volumes and forget their connection info (CHAP secrets included).
     Detach { node: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum NodeAction {
+    /// Every node with its states and scenario.
+    List,
+    /// One node, secrets masked.
+    Show {
+        node: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Checks every interface (boot, deploy, power, storage); exits non-zero on a failure.
+    Validate {
+        node: String,
+    },
+    /// Attach the volumes and boot the node from them (scenario 4: write the image first).
+    Deploy {
+        node: String,
+    },
+    /// Power off, detach the volumes, forget the connection info; back to available.
+    Undeploy {
+        node: String,
+    },
+    Manage {
+        node: String,
+    },
+    Provide {
+        node: String,
+    },
+    /// Take over a node whose OS was deployed by other means.
+    Adopt {
+        node: String,
+    },
+    Power {
+        node: String,
+        #[arg(value_parser = ["on", "off", "reboot", "soft-off"])]
+        action: String,
+    },
+    BootDevice {
+        node: String,
+        #[arg(value_parser = ["pxe", "disk"])]
+        device: String,
+        #[arg(long)]
+        persistent: bool,
+    },
+    /// Delete a node (refused while deployed or with volumes attached).
+    Delete {
+        node: String,
+    },
 }
 
 /// Runs one command.
@@ -88,6 +154,10 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<()> {
                 Command::Serve => serve(config),
                 Command::Volumes { action } => volumes(config, action, out),
                 Command::Sync => sync(config, out),
+                Command::Node { action } => node_command(config, action, out),
+                Command::Events { node, json, limit } => {
+                    events(&config, node.as_deref(), json, limit, out)
+                }
                 Command::Demo => unreachable_demo(),
             }
         }
@@ -294,6 +364,136 @@ fn sync(config: Config, out: &mut dyn Write) -> Result<()> {
             bail!("sync found problems")
         }
     })
+}
+
+fn node_command(config: Config, action: NodeAction, out: &mut dyn Write) -> Result<()> {
+    use crate::conductor::{Conductor, Verb};
+    use crate::power::{BootDevice, PowerAction};
+    init_logging_quiet();
+    let deploy_wait = std::time::Duration::from_secs(config.deploy.callback_timeout);
+    runtime()?.block_on(async {
+        let db = crate::storage::SharedDb::new(open_db(&config)?);
+        let conductor = Conductor::new(std::sync::Arc::new(config), db)?;
+        let verb = |name: &str, verb: Verb| (name.to_owned(), verb);
+        let provision = match &action {
+            NodeAction::Deploy { node } => Some(verb(node, Verb::Deploy)),
+            NodeAction::Undeploy { node } => Some(verb(node, Verb::Undeploy)),
+            NodeAction::Manage { node } => Some(verb(node, Verb::Manage)),
+            NodeAction::Provide { node } => Some(verb(node, Verb::Provide)),
+            NodeAction::Adopt { node } => Some(verb(node, Verb::Adopt)),
+            _ => None,
+        };
+        if let Some((node, verb)) = provision {
+            let mut record = conductor.provision(&node, verb).await?;
+            if record.node.provision_state == crate::model::ProvisionState::WaitCallBack {
+                writeln!(out, "{}: wait call-back (the deploy ramdisk is writing the image)", record.node.name)?;
+                record = conductor.wait_for_deploy(&node, deploy_wait).await?;
+                if let Some(error) = record.node.last_error.as_deref().filter(|_| record.node.provision_state != crate::model::ProvisionState::Active) {
+                    bail!("node {}: {error}", record.node.name);
+                }
+            }
+            writeln!(out, "{}: {}", record.node.name, record.node.provision_state)?;
+            return Ok(());
+        }
+        match action {
+            NodeAction::List => {
+                let records = conductor.db().run(|db| db.node_records()).await?;
+                writeln!(out, "{:<24} {:<14} {:<10} {:<10} {:<12} LAST ERROR", "NAME", "PROVISION", "POWER", "STORAGE", "SCENARIO")?;
+                let default = conductor.default_storage();
+                for r in records {
+                    let scenario = crate::boot::decide(&r, default).map(|s| s.name()).unwrap_or("invalid");
+                    let power = r.node.power_state.map_or("-", |p| p.as_str());
+                    let storage = r.node.effective_storage_interface(default);
+                    writeln!(out, "{:<24} {:<14} {:<10} {:<10} {:<12} {}", r.node.name, r.node.provision_state.as_str(), power,
+                        storage.as_str(), scenario, r.node.last_error.as_deref().unwrap_or(""))?;
+                }
+            }
+            NodeAction::Show { node, json } => {
+                let record = conductor.load(&node).await?;
+                let mut value = serde_json::to_value(&record)?;
+                crate::secrets::mask(&mut value);
+                if json {
+                    writeln!(out, "{}", serde_json::to_string_pretty(&value)?)?;
+                } else {
+                    let n = &record.node;
+                    writeln!(out, "name: {}\nuuid: {}\ndriver: {}\nprovision_state: {}\npower_state: {}\nstorage_interface: {}\nlast_error: {}",
+                        n.name, n.uuid, n.driver, n.provision_state, n.power_state.map_or("-", |p| p.as_str()),
+                        n.storage_interface.map_or("(default)", |s| s.as_str()), n.last_error.as_deref().unwrap_or("-"))?;
+                    writeln!(out, "{}", serde_json::to_string_pretty(&value["volume_targets"])?)?;
+                }
+            }
+            NodeAction::Validate { node } => {
+                let record = conductor.load(&node).await?;
+                let report = conductor.validate(&record).await;
+                for check in &report.0 {
+                    writeln!(out, "{:<8} {}", check.interface, if check.result { "ok".to_owned() } else { format!("FAILED: {}", check.reason.as_deref().unwrap_or("")) })?;
+                }
+                if !report.ok() {
+                    bail!("node {node} does not validate");
+                }
+            }
+            NodeAction::Power { node, action } => {
+                let action = match action.as_str() {
+                    "on" => PowerAction::On,
+                    "off" => PowerAction::Off,
+                    "reboot" => PowerAction::Reboot,
+                    _ => PowerAction::SoftOff,
+                };
+                let record = conductor.power(&node, action).await?;
+                writeln!(out, "{}: {}", record.node.name, record.node.power_state.map_or("-", |p| p.as_str()))?;
+            }
+            NodeAction::BootDevice { node, device, persistent } => {
+                let device = if device == "pxe" { BootDevice::Pxe } else { BootDevice::Disk };
+                conductor.set_boot_device(&node, device, persistent).await?;
+                writeln!(out, "{node}: boot device set")?;
+            }
+            NodeAction::Delete { node } => {
+                conductor.delete(&node).await?;
+                writeln!(out, "deleted: {node}")?;
+            }
+            _ => unreachable_provision()?,
+        }
+        Ok(())
+    })
+}
+
+fn unreachable_provision() -> Result<()> {
+    bail!("internal: provision actions are handled above")
+}
+
+fn events(
+    config: &Config,
+    node: Option<&str>,
+    json: bool,
+    limit: u32,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let db = open_db(config)?;
+    let uuid = match node {
+        Some(name) => Some(
+            db.node_record(name)?
+                .with_context(|| format!("no node named or with UUID {name}"))?
+                .node
+                .uuid,
+        ),
+        None => None,
+    };
+    for event in db.events(uuid.as_deref(), limit)? {
+        if json {
+            writeln!(out, "{}", serde_json::to_string(&event)?)?;
+        } else {
+            writeln!(
+                out,
+                "{} {:<5} {:<44} {} {}",
+                event.created_at,
+                event.level,
+                event.event_type,
+                event.node_uuid.as_deref().unwrap_or("-"),
+                event.payload
+            )?;
+        }
+    }
+    Ok(())
 }
 
 /// Logs warnings and errors only: the command's own output is its answer.

@@ -44,6 +44,85 @@ pub struct Config {
     pub keystone: KeystoneSection,
     #[serde(default)]
     pub boot: BootSection,
+    #[serde(default)]
+    pub conductor: ConductorSection,
+    #[serde(default)]
+    pub deploy: DeploySection,
+    #[serde(default)]
+    pub notifications: NotificationsSection,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ConductorSection {
+    /// Seconds each BMC call may take.
+    pub power_timeout: u64,
+    /// Seconds a power action waits for the node to reach the new state.
+    pub power_state_wait: u64,
+    /// Seconds between two checks of power states changed out of band (in `serve`); 0: off.
+    pub power_sync_interval: u64,
+}
+
+impl Default for ConductorSection {
+    fn default() -> Self {
+        ConductorSection { power_timeout: 20, power_state_wait: 60, power_sync_interval: 60 }
+    }
+}
+
+/// Scenario 4: the deploy ramdisk (built by `image/build-deploy-ramdisk.sh`) under
+/// `[http] files_root`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DeploySection {
+    pub kernel: String,
+    pub ramdisk: String,
+    /// Extra kernel arguments of the deploy ramdisk.
+    pub kernel_append_params: String,
+    /// Seconds the ramdisk has to write the image and call back.
+    pub callback_timeout: u64,
+}
+
+impl Default for DeploySection {
+    fn default() -> Self {
+        DeploySection {
+            kernel: "deploy/vmlinuz".into(),
+            ramdisk: "deploy/initrd.img".into(),
+            kernel_append_params: "console=ttyS0".into(),
+            callback_timeout: 1800,
+        }
+    }
+}
+
+/// Event delivery to a webhook (optional).
+#[derive(Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NotificationsSection {
+    /// Where events are POSTed; empty: events are only kept in the database.
+    pub webhook_url: String,
+    /// The HMAC-SHA256 key of the `X-Bootvol-Signature` header.
+    pub webhook_secret: String,
+    pub max_attempts: u32,
+}
+
+impl Default for NotificationsSection {
+    fn default() -> Self {
+        NotificationsSection {
+            webhook_url: String::new(),
+            webhook_secret: String::new(),
+            max_attempts: 8,
+        }
+    }
+}
+
+impl std::fmt::Debug for NotificationsSection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let secret = if self.webhook_secret.is_empty() { "" } else { crate::secrets::MASK };
+        f.debug_struct("NotificationsSection")
+            .field("webhook_url", &self.webhook_url)
+            .field("webhook_secret", &secret)
+            .field("max_attempts", &self.max_attempts)
+            .finish()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -362,6 +441,27 @@ impl Config {
                 .map_err(|m| ("cinder.url", m))?;
         }
         self.validate_cinder_auth()?;
+        for (key, name) in
+            [("deploy.kernel", &self.deploy.kernel), ("deploy.ramdisk", &self.deploy.ramdisk)]
+        {
+            crate::boot::context::check_file_name(name).map_err(|m| (key, m))?;
+        }
+        for arg in self.deploy.kernel_append_params.split_whitespace() {
+            crate::boot::check_script_value(arg).map_err(|m| ("deploy.kernel_append_params", m))?;
+        }
+        if self.conductor.power_timeout == 0 {
+            return Err(("conductor.power_timeout", "must be at least 1 second".into()));
+        }
+        if !self.notifications.webhook_url.is_empty() {
+            crate::boot::context::check_http_url(&self.notifications.webhook_url)
+                .map_err(|m| ("notifications.webhook_url", m))?;
+            if self.notifications.webhook_secret.is_empty() {
+                return Err((
+                    "notifications.webhook_secret",
+                    "a webhook needs a secret to sign its events".into(),
+                ));
+            }
+        }
         if !(512..=65464).contains(&self.tftp.max_block_size) {
             return Err((
                 "tftp.max_block_size",

@@ -120,13 +120,14 @@ impl BootContext {
     /// The deploy ramdisk of a scenario-4 deployment in progress: the conductor records its
     /// kernel, ramdisk (names under `files_root`) and command line in
     /// `driver_internal_info.deploy`.
-    pub fn deploy(record: &NodeRecord, settings: &BootSettings) -> Result<BootContext, ScenarioError> {
-        let deploy = record
-            .node
-            .driver_internal_info
-            .get("deploy")
-            .and_then(Value::as_object)
-            .ok_or_else(|| ScenarioError("no deployment in progress (driver_internal_info.deploy)".into()))?;
+    pub fn deploy(
+        record: &NodeRecord,
+        settings: &BootSettings,
+    ) -> Result<BootContext, ScenarioError> {
+        let deploy =
+            record.node.driver_internal_info.get("deploy").and_then(Value::as_object).ok_or_else(
+                || ScenarioError("no deployment in progress (driver_internal_info.deploy)".into()),
+            )?;
         let kernel = text(deploy.get("kernel").unwrap_or(&Value::Null), "deploy kernel")?;
         let ramdisk = text(deploy.get("ramdisk").unwrap_or(&Value::Null), "deploy ramdisk")?;
         for name in [&kernel, &ramdisk] {
@@ -137,6 +138,17 @@ impl BootContext {
         for arg in deploy.get("args").and_then(Value::as_array).into_iter().flatten() {
             args.push(text(arg, "deploy argument")?);
         }
+        // The one-time token is kept apart from the arguments (it is masked wherever the node
+        // is shown) and added here, in the script served to this node only.
+        let token =
+            text(deploy.get("callback_token").unwrap_or(&Value::Null), "deploy callback token")?;
+        let node_url = format!("{}/deploy/{}", settings.public_url, record.node.uuid);
+        if let Some(format) = deploy.get("configdrive_format").and_then(Value::as_str) {
+            args.push(format!("bootvol.configdrive_url={node_url}/configdrive?token={token}"));
+            args.push(format!("bootvol.configdrive_format={format}"));
+        }
+        args.push(format!("bootvol.callback_url={node_url}/callback"));
+        args.push(format!("bootvol.callback_token={token}"));
         let mut context = BootContext::default_script(Some(record), "hba-deploy");
         context.template = "ipxe/deploy.ipxe.j2";
         context.kernel = Some(KernelBoot {

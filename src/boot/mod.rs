@@ -42,11 +42,12 @@ pub fn script_for(
         // A node boots from its volume once deployed (or adopted), and while its deployment
         // powers it on.
         ProvisionState::Active | ProvisionState::Deploying => decide(record, default_storage)
-            .and_then(|scenario| BootContext::new(record, scenario, settings).map(|c| (scenario, c))),
+            .and_then(|scenario| {
+                BootContext::new(record, scenario, settings).map(|c| (scenario, c))
+            }),
         // Scenario 4: the deploy ramdisk writes the image, then calls back.
-        ProvisionState::WaitCallBack => {
-            BootContext::deploy(record, settings).map(|c| (Scenario::Hba { force_deployment: true }, c))
-        }
+        ProvisionState::WaitCallBack => BootContext::deploy(record, settings)
+            .map(|c| (Scenario::Hba { force_deployment: true }, c)),
         _ => return default_script(templates, Some(record), "not-deployed", None),
     };
     let (scenario, context) = match planned {

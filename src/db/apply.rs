@@ -53,6 +53,24 @@ impl Db {
         if prune {
             let keep: HashSet<&str> = specs.iter().map(|s| s.name.as_str()).collect();
             for record in existing.iter().filter(|r| !keep.contains(r.node.name.as_str())) {
+                // Unlike Ironic, a node is never deleted with volumes still attached in Cinder.
+                let live: i64 = tx.query_row(
+                    "SELECT COUNT(*) FROM volume_attachments WHERE node_uuid = ?1 \
+                     AND (state IN ('attaching', 'attached', 'detaching') OR (state = 'failed' AND step != 'undone'))",
+                    params![record.node.uuid],
+                    |r| r.get(0),
+                )?;
+                if live > 0 {
+                    errors.push(format!(
+                        "node {}: has volumes attached; detach them (bootvol volumes detach {}) before pruning it",
+                        record.node.name, record.node.name
+                    ));
+                    continue;
+                }
+                tx.execute(
+                    "DELETE FROM volume_attachments WHERE node_uuid = ?1",
+                    params![record.node.uuid],
+                )?;
                 tx.execute("DELETE FROM nodes WHERE uuid = ?1", params![record.node.uuid])?;
                 report.deleted.push(record.node.name.clone());
             }

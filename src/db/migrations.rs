@@ -113,6 +113,15 @@ CREATE TABLE node_locks (
 ) STRICT;
 "#,
         ),
+        // Webhook delivery state of events (an outbox: delivery never blocks an action).
+        M::up(
+            r#"
+ALTER TABLE events ADD COLUMN delivery TEXT NOT NULL DEFAULT 'pending';
+ALTER TABLE events ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE events ADD COLUMN next_attempt_at INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX events_delivery ON events(delivery, next_attempt_at);
+"#,
+        ),
     ])
 }
 

@@ -8,6 +8,7 @@ mod apply;
 mod locks;
 mod migrations;
 mod nodes;
+mod runtime;
 mod volumes;
 
 use std::path::Path;
@@ -97,7 +98,7 @@ mod tests {
             .unwrap();
         }
         let db = Db::open(&path).unwrap();
-        assert_eq!(db.schema_version().unwrap(), 3);
+        assert_eq!(db.schema_version().unwrap(), 4);
         let record = db.node_record("old").unwrap().unwrap();
         assert_eq!(record.node.storage_interface, None, "no implied default in the database");
         let journal: String =

@@ -219,3 +219,51 @@ impl Db {
         Ok(events)
     }
 }
+
+/// Events waiting for webhook delivery.
+impl Db {
+    /// Up to `limit` events due for delivery at `now` (Unix seconds), oldest first.
+    pub fn events_to_deliver(&self, now: i64, limit: u32) -> Result<Vec<(Event, i64)>, DbError> {
+        let mut statement = self.conn.prepare(
+            "SELECT id, node_uuid, event_type, level, payload, created_at, attempts FROM events \
+             WHERE delivery = 'pending' AND next_attempt_at <= ?1 ORDER BY id LIMIT ?2",
+        )?;
+        let rows = statement.query_map(params![now, limit], |r| {
+            let payload: String = r.get(4)?;
+            Ok((
+                Event {
+                    id: r.get(0)?,
+                    node_uuid: r.get(1)?,
+                    event_type: r.get(2)?,
+                    level: r.get(3)?,
+                    payload: serde_json::from_str(&payload).unwrap_or(Value::Null),
+                    created_at: r.get(5)?,
+                },
+                r.get(6)?,
+            ))
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Records the outcome of a delivery attempt: `delivered`, `failed` (given up), or still
+    /// `pending` with the next attempt's time.
+    pub fn mark_event_delivery(
+        &self,
+        id: i64,
+        delivery: &str,
+        attempts: i64,
+        next_attempt_at: i64,
+    ) -> Result<(), DbError> {
+        self.conn.execute(
+            "UPDATE events SET delivery = ?2, attempts = ?3, next_attempt_at = ?4 WHERE id = ?1",
+            params![id, delivery, attempts, next_attempt_at],
+        )?;
+        Ok(())
+    }
+
+    /// Marks every event delivered (no webhook is configured: nothing will ever send them).
+    pub fn skip_event_delivery(&self) -> Result<(), DbError> {
+        self.conn.execute("UPDATE events SET delivery = 'none' WHERE delivery = 'pending'", [])?;
+        Ok(())
+    }
+}

@@ -5,6 +5,7 @@
 //! Handlers read the current snapshot and never wait on SQLite, Cinder or a BMC.
 
 mod boot;
+mod deploy;
 mod files;
 
 use std::sync::Arc;
@@ -22,6 +23,8 @@ pub struct BootState {
     pub snapshot: Arc<ArcSwap<BootSnapshot>>,
     /// `[http] files_root`, when it exists.
     pub files: Option<FileRoot>,
+    /// For the deploy ramdisk's call-back (scenario 4).
+    pub conductor: Option<crate::conductor::Conductor>,
 }
 
 /// The boot listener's routes.
@@ -30,5 +33,7 @@ pub fn router(state: BootState) -> Router {
         .route("/boot.ipxe", get(boot::generic))
         .route("/boot/{file}", get(boot::per_mac))
         .route("/files/{*path}", get(files::serve).head(files::serve))
+        .route("/deploy/{node}/callback", axum::routing::post(deploy::callback))
+        .route("/deploy/{node}/configdrive", get(deploy::configdrive))
         .with_state(state)
 }

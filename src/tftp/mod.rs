@@ -2,9 +2,14 @@
 //! `tsize`, RFC 7440 `windowsize`) on tokio.
 //!
 //! This module owns the sockets: the listening socket it is given, one socket per transfer (bound
-//! to the listening IP with port 0, so each transfer has its own TID), the timers, the tasks and
-//! the logging of each transfer's end. Packet syntax lives in [`packet`] and the protocol rules of
-//! a transfer in [`transfer`]; both are pure.
+//! to the listening IP with port 0, so each transfer has its own TID), the retransmission clock,
+//! the tasks and threads, and the logging of each transfer's end. Packet syntax lives in
+//! `packet` and the protocol rules of a transfer in `transfer`; both are pure.
+//!
+//! Shape: one tokio task reads the listening socket and keeps the map of open transfers (no
+//! lock: only it touches the map). Each RRQ gets a task that asks the [`Handler`] for the bytes,
+//! and then a thread that runs the packet loop with blocking calls (see `run_on_thread` for
+//! why); the task waits for it, stops it when the transfer is replaced or aborted, and logs.
 //!
 //! It must not know what it serves: file contents come from a [`Handler`], which maps a path and
 //! a client address to bytes. Nothing here knows about boot scripts, MAC addresses or SQLite.
@@ -12,6 +17,11 @@
 //! Why our own server rather than `async-tftp`: a PXE ROM probes `tsize`, aborts with ERROR 8 and
 //! asks again from the same source port. Here a client ERROR ends its transfer at once, and a new
 //! RRQ from the same address and port replaces the transfer still open for it.
+//!
+//! Deliberate limits: `netascii` is accepted and served byte for byte, like `octet` (boot files
+//! are binary; converting line ends would change them). Transfer sockets take the listening
+//! socket's IP: with a wildcard listener (`0.0.0.0`) replies leave by the routing table and are
+//! not bound to a device.
 
 mod packet;
 mod transfer;
@@ -19,14 +29,14 @@ mod transfer;
 use std::collections::HashMap;
 use std::future::Future;
 use std::io;
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use tokio::net::UdpSocket;
 use tokio::task::{Id, JoinSet};
-use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use packet::{Mode, Packet, Request, code};
@@ -97,6 +107,10 @@ impl TftpError {
 /// Where file contents come from.
 pub trait Handler: Send + Sync + 'static {
     /// Contents of a file requested for reading. `peer` is the client address.
+    ///
+    /// `path` is the file name exactly as the client sent it (UTF-8, non-empty, otherwise
+    /// unchecked): confining it to a folder is the handler's job. Called concurrently, once per
+    /// request, from the transfer's own task.
     fn read(
         &self,
         path: &str,
@@ -170,7 +184,8 @@ struct Listener<H> {
     local_ip: IpAddr,
     handler: Arc<H>,
     config: TftpConfig,
-    transfers: JoinSet<()>,
+    /// Each task returns its peer, so that its entry in `open` can be found when it ends.
+    transfers: JoinSet<SocketAddr>,
     open: HashMap<SocketAddr, Open>,
     /// Buffer for ERROR replies from the listening socket.
     reply: Vec<u8>,
@@ -216,7 +231,10 @@ impl<H: Handler> Listener<H> {
             self.config,
             cancel.clone(),
         );
-        let task = self.transfers.spawn(job);
+        let task = self.transfers.spawn(async move {
+            job.await;
+            peer
+        });
         self.open.insert(peer, Open { task: task.id(), cancel });
     }
 
@@ -228,19 +246,23 @@ impl<H: Handler> Listener<H> {
 
     /// Removes a finished transfer from the open map, unless a newer one for the same peer
     /// took its place already.
-    fn forget(&mut self, joined: Result<(Id, ()), tokio::task::JoinError>) {
-        let task = match &joined {
-            Ok((task, ())) => *task,
+    fn forget(&mut self, joined: Result<(Id, SocketAddr), tokio::task::JoinError>) {
+        match joined {
+            Ok((task, peer)) => {
+                if self.open.get(&peer).is_some_and(|entry| entry.task == task) {
+                    self.open.remove(&peer);
+                }
+            }
+            // A panic (a bug): the peer is not known, so look for the task.
             Err(e) => {
                 tracing::warn!(error = %e, "tftp: transfer task failed");
-                e.id()
+                self.open.retain(|_, entry| entry.task != e.id());
             }
-        };
-        self.open.retain(|_, entry| entry.task != task);
+        }
     }
 }
 
-async fn drain_transfers(mut transfers: JoinSet<()>, drain: Duration) {
+async fn drain_transfers(mut transfers: JoinSet<SocketAddr>, drain: Duration) {
     if transfers.is_empty() {
         return;
     }
@@ -270,11 +292,11 @@ async fn send_error(
     }
 }
 
-/// How a transfer task ended, for the log line.
+/// How a transfer ended, for the log line.
 #[derive(Debug)]
 enum End {
     Protocol(Outcome),
-    /// A new RRQ from the same peer replaced this transfer.
+    /// A new RRQ (or an ERROR to the listening port) from the same peer stopped this transfer.
     Superseded,
     Refused(TftpError),
     Io(io::Error),
@@ -298,31 +320,26 @@ async fn run_transfer<H: Handler>(
     cancel: CancellationToken,
 ) {
     let started = Instant::now();
-    let mut stats = Stats::default();
-    let end = match UdpSocket::bind((local_ip, 0)).await {
-        Ok(socket) => {
-            serve_request(&socket, &*handler, &request, peer, config, &cancel, &mut stats).await
-        }
-        Err(e) => End::Io(e),
+    let (end, stats) = match UdpSocket::bind((local_ip, 0)).await {
+        Ok(socket) => serve_request(socket, &*handler, &request, peer, config, &cancel).await,
+        Err(e) => (End::Io(e), Stats::default()),
     };
     log_end(&request.filename, peer, started, &stats, &end);
 }
 
 /// Asks the handler for the file, refuses with an ERROR or runs the transfer.
 async fn serve_request<H: Handler>(
-    socket: &UdpSocket,
+    socket: UdpSocket,
     handler: &H,
     request: &Request,
     peer: SocketAddr,
     config: TftpConfig,
     cancel: &CancellationToken,
-    stats: &mut Stats,
-) -> End {
-    let mut buf = Vec::new();
+) -> (End, Stats) {
     let contents = match &request.mode {
         Mode::Octet | Mode::Netascii => tokio::select! {
             biased;
-            () = cancel.cancelled() => return End::Superseded,
+            () = cancel.cancelled() => return (End::Superseded, Stats::default()),
             contents = handler.read(&request.filename, peer) => contents,
         },
         Mode::Other(mode) => Err(TftpError::IllegalOperation(format!("mode {mode} not supported"))),
@@ -330,78 +347,234 @@ async fn serve_request<H: Handler>(
     let data = match contents {
         Ok(data) => data,
         Err(refusal) => {
-            send_error(socket, peer, refusal.code(), &refusal.wire_message(), &mut buf).await;
-            return End::Refused(refusal);
+            let mut buf = Vec::new();
+            send_error(&socket, peer, refusal.code(), &refusal.wire_message(), &mut buf).await;
+            return (End::Refused(refusal), Stats::default());
         }
     };
     let negotiated = Negotiated::new(&request.options, data.len() as u64, &config);
-    let mut transfer = Transfer::new(data, &negotiated, config.max_retries);
-    let end = drive(socket, &mut transfer, peer, negotiated.timeout, cancel, &mut buf).await;
-    stats.bytes = transfer.bytes_acknowledged();
-    stats.blocks = transfer.blocks_sent();
-    stats.resent = transfer.blocks_resent();
-    end
+    let transfer = Transfer::new(data, &negotiated, config.max_retries);
+    // tokio hands the socket back non-blocking; the transfer thread blocks on it.
+    let socket = match socket.into_std().and_then(|s| s.set_nonblocking(false).map(|()| s)) {
+        Ok(socket) => socket,
+        Err(e) => return (End::Io(e), Stats::default()),
+    };
+    run_on_thread(socket, transfer, peer, negotiated.timeout, cancel).await
 }
 
-/// The I/O loop of one transfer: performs the transfer's actions, feeds it packets and timeouts.
-async fn drive(
-    socket: &UdpSocket,
-    transfer: &mut Transfer,
+/// Stack of a transfer thread: the loop keeps a 1 KiB receive buffer and little else.
+const TRANSFER_STACK: usize = 256 * 1024;
+
+/// Runs the packet loop on a thread of its own, with blocking calls, and waits for it.
+///
+/// Why a thread and not the task itself: a lock-step transfer is one round trip per block, and
+/// measured on loopback, waking a tokio task through epoll added about a microsecond per block,
+/// enough to lose to tftpd-hpa and atftpd; a blocking `recvfrom` on a thread (what those
+/// servers do, with a process or thread per transfer) did not. The task still owns the
+/// transfer's life: when it is cancelled or dropped (superseded, or aborted after the drain
+/// period), [`StopOnDrop`] stops the thread.
+async fn run_on_thread(
+    socket: std::net::UdpSocket,
+    mut transfer: Transfer,
     peer: SocketAddr,
     timeout: Duration,
     cancel: &CancellationToken,
-    buf: &mut Vec<u8>,
+) -> (End, Stats) {
+    let stopper = match StopOnDrop::new(&socket) {
+        Ok(stopper) => stopper,
+        Err(e) => return (End::Io(e), Stats::default()),
+    };
+    let stop = Arc::clone(&stopper.stop);
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+    let spawned = std::thread::Builder::new()
+        .name("tftp-transfer".to_owned())
+        .stack_size(TRANSFER_STACK)
+        .spawn(move || {
+            let end = drive(&socket, &mut transfer, peer, timeout, &stop);
+            let stats = Stats {
+                bytes: transfer.bytes_acknowledged(),
+                blocks: transfer.blocks_sent(),
+                resent: transfer.blocks_resent(),
+            };
+            // The receiver is gone only if the task was dropped; nobody is left to tell.
+            let _ = done_tx.send((end, stats));
+        });
+    if let Err(e) = spawned {
+        return (End::Io(e), Stats::default());
+    }
+    let mut done_rx = done_rx;
+    tokio::select! {
+        done = &mut done_rx => {
+            stopper.disarm(); // the thread is finished: nothing to wake
+            let died = || (End::Io(io::Error::other("transfer thread died")), Stats::default());
+            done.unwrap_or_else(|_| died())
+        }
+        () = cancel.cancelled() => {
+            drop(stopper); // the thread stops at once, and reports its counters
+            (End::Superseded, done_rx.await.map(|(_, stats)| stats).unwrap_or_default())
+        }
+    }
+}
+
+/// Stops a transfer thread when dropped: raises its flag, then wakes its blocking receive with
+/// an empty datagram sent to its own socket (from that socket, so from an address that is not
+/// the peer's, which makes the thread look at the flag).
+#[derive(Debug)]
+struct StopOnDrop {
+    stop: Arc<AtomicBool>,
+    socket: std::net::UdpSocket,
+    wake_to: SocketAddr,
+    armed: bool,
+}
+
+impl StopOnDrop {
+    fn new(socket: &std::net::UdpSocket) -> io::Result<StopOnDrop> {
+        let mut wake_to = socket.local_addr()?;
+        if wake_to.ip().is_unspecified() {
+            // Bound to the wildcard address: reach the socket through loopback.
+            wake_to.set_ip(match wake_to {
+                SocketAddr::V4(_) => Ipv4Addr::LOCALHOST.into(),
+                SocketAddr::V6(_) => Ipv6Addr::LOCALHOST.into(),
+            });
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        Ok(StopOnDrop { stop, socket: socket.try_clone()?, wake_to, armed: true })
+    }
+
+    /// Drops without waking anything: for a thread known to have finished.
+    fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        self.stop.store(true, Ordering::Relaxed);
+        // If this fails the thread still sees the flag at its next packet or timeout.
+        let _ = self.socket.send_to(&[], self.wake_to);
+    }
+}
+
+/// The packet loop of one transfer, blocking: performs the transfer's actions, feeds it packets
+/// and timeouts, until it is done or `stop` is raised.
+fn drive(
+    socket: &std::net::UdpSocket,
+    transfer: &mut Transfer,
+    peer: SocketAddr,
+    timeout: Duration,
+    stop: &AtomicBool,
 ) -> End {
     // One send buffer for the whole transfer: every DATA packet is built in it.
-    buf.reserve(packet::DATA_HEADER_LEN + transfer.block_size());
+    let mut buf = Vec::with_capacity(packet::DATA_HEADER_LEN + transfer.block_size());
     let mut incoming = [0u8; MAX_REPLY_LEN];
-    let timer = tokio::time::sleep(timeout);
-    tokio::pin!(timer);
-    // Created once: re-creating it every turn would register and unregister a waiter each time.
-    let cancelled = cancel.cancelled();
-    tokio::pin!(cancelled);
+    let mut waiter = Waiter::new(socket, timeout);
     let mut action = transfer.start();
     loop {
+        if stop.load(Ordering::Relaxed) {
+            return End::Superseded;
+        }
         match action {
             Action::Done(outcome) => return End::Protocol(outcome),
             Action::Wait => {}
             Action::SendOack(options) => {
-                packet::encode_oack(buf, &options);
-                if let Err(e) = socket.send_to(buf, peer).await {
+                packet::encode_oack(&mut buf, &options);
+                if let Err(e) = socket.send_to(&buf, peer) {
                     return End::Io(e);
                 }
-                timer.as_mut().reset(Instant::now() + timeout);
+                waiter.sent();
             }
             Action::Send(window) => {
                 for index in window.blocks() {
                     let (block, data) = transfer.block(index);
-                    packet::encode_data(buf, block, data);
-                    if let Err(e) = socket.send_to(buf, peer).await {
+                    packet::encode_data(&mut buf, block, data);
+                    if let Err(e) = socket.send_to(&buf, peer) {
                         return End::Io(e);
                     }
                 }
-                timer.as_mut().reset(Instant::now() + timeout);
+                waiter.sent();
             }
         }
-        action = tokio::select! {
-            biased;
-            () = &mut cancelled => return End::Superseded,
-            received = socket.recv_from(&mut incoming) => match received {
-                Ok((len, from)) if from == peer => on_packet(transfer, &incoming[..len]),
-                Ok((len, from)) => {
-                    // RFC 1350: a packet from another TID gets ERROR 5 and the transfer goes on.
-                    // An ERROR is not answered, so that two servers cannot ping-pong.
-                    if !incoming[..len].starts_with(&[0, 5]) {
-                        let mut error = Vec::new();
-                        let message = "unknown transfer ID";
-                        send_error(socket, from, code::UNKNOWN_TRANSFER_ID, message, &mut error).await;
-                    }
-                    Action::Wait
+        action = match waiter.recv(&mut incoming) {
+            Err(e) => return End::Io(e),
+            Ok(None) => transfer.on_timeout(),
+            Ok(Some(_)) if stop.load(Ordering::Relaxed) => return End::Superseded,
+            Ok(Some((len, from))) if from == peer => on_packet(transfer, &incoming[..len]),
+            Ok(Some((len, from))) => {
+                // RFC 1350: a packet from another TID gets ERROR 5 and the transfer goes on.
+                // An ERROR is not answered, so that two servers cannot ping-pong.
+                if !incoming[..len].starts_with(&[0, 5]) {
+                    packet::encode_error(
+                        &mut buf,
+                        code::UNKNOWN_TRANSFER_ID,
+                        "unknown transfer ID",
+                    );
+                    let _ = socket.send_to(&buf, from);
                 }
-                Err(e) => return End::Io(e),
-            },
-            () = &mut timer => transfer.on_timeout(),
+                Action::Wait
+            }
         };
+    }
+}
+
+/// Blocking receive against the retransmission deadline, with the socket's receive timeout
+/// (`SO_RCVTIMEO`) as the clock. The common case costs no extra system call: right after a send
+/// the wait is the full `timeout`, which is what the socket is already set to. Only after a
+/// packet that did not move the transfer on (a duplicate, a stranger) is the timeout shortened
+/// to what is left, so that such packets cannot postpone a retransmission.
+#[derive(Debug)]
+struct Waiter<'a> {
+    socket: &'a std::net::UdpSocket,
+    timeout: Duration,
+    deadline: Instant,
+    /// What `SO_RCVTIMEO` is set to now (`None`: not set yet).
+    armed: Option<Duration>,
+    just_sent: bool,
+}
+
+impl<'a> Waiter<'a> {
+    fn new(socket: &'a std::net::UdpSocket, timeout: Duration) -> Waiter<'a> {
+        Waiter {
+            socket,
+            timeout,
+            deadline: Instant::now() + timeout,
+            armed: None,
+            just_sent: false,
+        }
+    }
+
+    fn sent(&mut self) {
+        self.deadline = Instant::now() + self.timeout;
+        self.just_sent = true;
+    }
+
+    /// The next datagram, or `None` when the deadline passed.
+    fn recv(&mut self, buf: &mut [u8]) -> io::Result<Option<(usize, SocketAddr)>> {
+        let wait = if self.just_sent {
+            self.timeout
+        } else {
+            self.deadline.saturating_duration_since(Instant::now())
+        };
+        self.just_sent = false;
+        // SO_RCVTIMEO has microsecond resolution, and zero would mean "wait forever".
+        if wait < Duration::from_micros(1) {
+            return Ok(None);
+        }
+        if self.armed != Some(wait) {
+            self.socket.set_read_timeout(Some(wait))?;
+            self.armed = Some(wait);
+        }
+        match self.socket.recv_from(buf) {
+            Ok(received) => Ok(Some(received)),
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                Ok(None)
+            }
+            // A signal: just wait again (with what is left).
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => self.recv(buf),
+            Err(e) => Err(e),
+        }
     }
 }
 
@@ -427,7 +600,7 @@ fn log_end(file: &str, peer: SocketAddr, started: Instant, stats: &Stats, end: &
         End::Protocol(Outcome::Complete) => end_line!(info, outcome = "complete"),
         // A client that stops on purpose (the tsize probe ends with ERROR 8) is not a failure.
         End::Protocol(Outcome::PeerError { code, message }) => {
-            end_line!(info, outcome = "client error", code = *code, message = %message)
+            end_line!(info, outcome = "client error", code = *code, message = ?message)
         }
         End::Superseded => end_line!(info, outcome = "superseded by a new request"),
         End::Protocol(Outcome::TimedOut) => end_line!(warn, outcome = "timed out"),

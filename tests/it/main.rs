@@ -4,8 +4,10 @@
 mod cinder;
 mod cinder_support;
 mod cli;
+mod conductor;
 mod hostile;
 mod keystone;
+mod power;
 mod scenarios;
 mod serve;
 mod support;

@@ -572,6 +572,31 @@ fn retransmits_after_the_timeout_then_gives_up() {
     assert_eq!(got.len(), 3, "{got:?}");
 }
 
+/// Duplicate ACKs are ignored (no Sorcerer's Apprentice) but must not push the retransmission
+/// back either: a client repeating its ACK still gets the lost block again after the timeout.
+#[test]
+fn duplicate_acks_neither_trigger_nor_postpone_the_retransmission() {
+    let file = contents(2000, 19);
+    let server = Server::start(&[("dup.bin", &file)], fast_config(), Duration::ZERO);
+    let client = Raw::new(server.addr);
+    client.rrq("dup.bin", &[]);
+    let (got, tid) = client.expect("DATA 1");
+    assert!(matches!(got, Got::Data(1, _)), "{got:?}");
+    let sent = Instant::now();
+    let resent = loop {
+        assert!(sent.elapsed() < Duration::from_secs(2), "DATA 1 never retransmitted");
+        client.ack(tid, 0); // "I still want block 1", every 50 ms
+        match client.recv(Duration::from_millis(50)) {
+            Some((Got::Data(1, _), from)) if from == tid => break sent.elapsed(),
+            Some(other) => panic!("unexpected {other:?}"),
+            None => {}
+        }
+    };
+    // The 300 ms timeout, not the ACKs, decides: not at once, and not pushed back 50 ms a time.
+    assert!(resent >= Duration::from_millis(250), "resent after {resent:?}: answered a duplicate");
+    assert!(resent < Duration::from_millis(700), "resent after {resent:?}");
+}
+
 #[test]
 fn errors_are_mapped_to_tftp_codes_and_malformed_requests_get_error_4() {
     let server = Server::start(&[("ok.bin", b"fine")], TftpConfig::default(), Duration::ZERO);
@@ -627,22 +652,26 @@ fn shutdown_lets_a_transfer_in_flight_finish_and_answers_no_new_request() {
 }
 
 #[test]
-fn shutdown_waits_no_longer_than_the_drain_period() {
-    let config = TftpConfig { timeout: Duration::from_secs(5), ..TftpConfig::default() };
-    let server =
-        Server::start(&[("s.bin", &contents(5000, 16))], config, Duration::from_millis(300));
+fn shutdown_waits_no_longer_than_the_drain_period_then_stops_transfers() {
+    let server = Server::start(
+        &[("s.bin", &contents(5000, 16))],
+        TftpConfig::default(),
+        Duration::from_millis(300),
+    );
     let client = Raw::new(server.addr);
     client.rrq("s.bin", &[]);
     let (got, _) = client.expect("DATA 1");
     assert!(matches!(got, Got::Data(1, _)), "{got:?}");
-    // The client never acknowledges: the transfer would wait 5 s per retry.
+    // The client never acknowledges: the transfer would retransmit after 1 s, for 6 s.
     let stopping = Instant::now();
     server.stop().unwrap();
     let took = stopping.elapsed();
     assert!(
-        took >= Duration::from_millis(300) && took < Duration::from_secs(3),
+        took >= Duration::from_millis(300) && took < Duration::from_millis(900),
         "stop took {took:?}"
     );
+    let late = client.drain(Duration::from_millis(1500));
+    assert!(late.is_empty(), "the aborted transfer kept sending: {late:?}");
 }
 
 /// 500 clients at once, each a lock-step blksize 1468 client with retries, fetching 100 KiB.

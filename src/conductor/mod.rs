@@ -1,0 +1,760 @@
+//! The conductor: provision and power actions on nodes, one at a time per node, with the
+//! storage interface attaching and detaching volumes around them, and events at each step.
+//!
+//! It sits between the callers (CLI, and later the REST API) and the storage interfaces, the
+//! power drivers and the database; the boot snapshot follows its writes (`on_change`). It knows
+//! no SQL (through `db`), no Cinder JSON (through `storage`), no BMC protocol (through `power`).
+
+mod deploy;
+pub mod notify;
+pub mod states;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+pub use deploy::CallbackReport;
+pub use states::{Plan, Verb, plan};
+
+use crate::boot::{Scenario, decide, set_boot_option};
+use crate::config::Config;
+use crate::db::{DbError, ProcessId};
+use crate::files::FileRoot;
+use crate::model::{Driver, NodeRecord, PowerState, ProvisionState, StorageInterfaceName};
+use crate::power::{BootDevice, PowerAction, PowerDriver, PowerError, PowerSettings, driver_for};
+use crate::storage::{NodeLock, SharedDb, StorageError, StorageInterfaces};
+
+/// Why an action did not happen, or failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ConductorError {
+    /// Not allowed now (state, lock, validation); nothing was changed.
+    #[error("{0}")]
+    Refused(String),
+    /// The action ran and failed; the node's `last_error` says the same.
+    #[error("{0}")]
+    Failed(String),
+    #[error("no node named or with UUID {0}")]
+    NotFound(String),
+    #[error(transparent)]
+    Db(#[from] DbError),
+}
+
+impl From<StorageError> for ConductorError {
+    fn from(e: StorageError) -> Self {
+        match e {
+            StorageError::Locked { .. }
+            | StorageError::NotEnabled(..)
+            | StorageError::Invalid(_) => ConductorError::Refused(e.to_string()),
+            StorageError::Db(e) => ConductorError::Db(e),
+            other => ConductorError::Failed(other.to_string()),
+        }
+    }
+}
+
+/// One line of `validate`: an interface and its verdict.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct InterfaceCheck {
+    pub interface: &'static str,
+    pub result: bool,
+    pub reason: Option<String>,
+}
+
+/// Every interface's verdict.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ValidationReport(pub Vec<InterfaceCheck>);
+
+impl ValidationReport {
+    pub fn ok(&self) -> bool {
+        self.0.iter().all(|c| c.result)
+    }
+
+    /// `interface: reason` for each failure, one per line.
+    pub fn failures(&self) -> String {
+        self.0
+            .iter()
+            .filter(|c| !c.result)
+            .map(|c| format!("{}: {}", c.interface, c.reason.as_deref().unwrap_or("failed")))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+}
+
+/// The conductor.
+#[derive(Clone)]
+pub struct Conductor {
+    config: Arc<Config>,
+    db: SharedDb,
+    storage: StorageInterfaces,
+    power: PowerSettings,
+    on_change: Option<Arc<dyn Fn() + Send + Sync>>,
+}
+
+impl std::fmt::Debug for Conductor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Conductor").field("storage", &self.storage).finish()
+    }
+}
+
+const PROVISION: &str = "baremetal.node.provision_set";
+const POWER: &str = "baremetal.node.power_set";
+
+impl Conductor {
+    pub fn new(config: Arc<Config>, db: SharedDb) -> Result<Conductor, ConductorError> {
+        let storage = StorageInterfaces::new(Arc::clone(&config), db.clone())?;
+        let power = PowerSettings {
+            timeout: Duration::from_secs(config.conductor.power_timeout),
+            state_wait: Duration::from_secs(config.conductor.power_state_wait),
+        };
+        Ok(Conductor { config, db, storage, power, on_change: None })
+    }
+
+    /// Called after each in-process write that changes what a node boots (`serve` rebuilds
+    /// the boot snapshot at once rather than at its next poll).
+    pub fn with_on_change(mut self, on_change: Arc<dyn Fn() + Send + Sync>) -> Conductor {
+        self.on_change = Some(on_change);
+        self
+    }
+
+    /// The storage interface of nodes that record none.
+    pub fn default_storage(&self) -> StorageInterfaceName {
+        self.config.default.default_storage_interface
+    }
+
+    pub fn storage(&self) -> &StorageInterfaces {
+        &self.storage
+    }
+
+    pub fn db(&self) -> &SharedDb {
+        &self.db
+    }
+
+    fn changed(&self) {
+        if let Some(f) = &self.on_change {
+            f();
+        }
+    }
+
+    fn driver(&self, driver: Driver) -> Arc<dyn PowerDriver> {
+        driver_for(driver, &self.power)
+    }
+
+    /// The node by name or UUID.
+    pub async fn load(&self, name_or_uuid: &str) -> Result<NodeRecord, ConductorError> {
+        let key = name_or_uuid.to_owned();
+        self.db
+            .run(move |db| db.node_record(&key))
+            .await?
+            .ok_or_else(|| ConductorError::NotFound(name_or_uuid.to_owned()))
+    }
+
+    async fn save(&self, record: &NodeRecord) -> Result<(), ConductorError> {
+        let node = record.node.clone();
+        self.db.run(move |db| db.save_node_runtime(&node)).await?;
+        Ok(())
+    }
+
+    async fn event(
+        &self,
+        record: &NodeRecord,
+        event_type: String,
+        level: &'static str,
+        extra: Value,
+    ) {
+        let mut payload = json!({"node_uuid": record.node.uuid, "node_name": record.node.name,
+            "provision_state": record.node.provision_state, "power_state": record.node.power_state});
+        if let (Some(map), Value::Object(extra)) = (payload.as_object_mut(), extra) {
+            map.extend(extra);
+        }
+        let node = record.node.uuid.clone();
+        if let Err(e) =
+            self.db.run(move |db| db.add_event(Some(&node), &event_type, level, &payload)).await
+        {
+            tracing::error!(error = %e, "cannot record an event");
+        }
+    }
+
+    async fn lock(&self, record: &NodeRecord, action: &str) -> Result<NodeLock, ConductorError> {
+        self.db.lock_node(&record.node.uuid, action).await.map_err(|e| match e {
+            StorageError::Locked { action, pid, since, .. } => ConductorError::Refused(format!(
+                "node {} is locked by {action} (process {pid}, since {since})",
+                record.node.name
+            )),
+            other => other.into(),
+        })
+    }
+
+    /// Checks every interface of a node: boot (the scenario and its files), deploy, power and
+    /// storage. Image checks are skipped for boot-from-volume nodes.
+    pub async fn validate(&self, record: &NodeRecord) -> ValidationReport {
+        let check = |interface: &'static str, result: Result<(), String>| InterfaceCheck {
+            interface,
+            result: result.is_ok(),
+            reason: result.err(),
+        };
+        let scenario =
+            decide(record, self.config.default.default_storage_interface).map_err(|e| e.0);
+        let boot = match &scenario {
+            Ok(Scenario::NfsRoot) => self.check_files(&["kernel", "ramdisk"].map(|k| {
+                record
+                    .node
+                    .instance_info
+                    .get(k)
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned()
+            })),
+            Ok(_) => Ok(()),
+            Err(e) => Err(e.clone()),
+        };
+        let deploy = match &scenario {
+            Ok(Scenario::NotBootFromVolume) => Err(
+                "bootvol deploys boot-from-volume nodes only: give the node a storage interface and a boot volume".into(),
+            ),
+            Ok(Scenario::Hba { force_deployment: true }) => deploy::check(self, record),
+            Ok(_) => Ok(()),
+            Err(_) => Err("see boot".into()),
+        };
+        let power =
+            self.driver(record.node.driver).validate(&record.node).map_err(|e| e.to_string());
+        let storage = self
+            .storage
+            .for_node(record)
+            .and_then(|s| s.validate(record))
+            .map_err(|e| e.to_string());
+        ValidationReport(vec![
+            check("boot", boot),
+            check("deploy", deploy),
+            check("power", power),
+            check("storage", storage),
+        ])
+    }
+
+    /// Checks that files exist under `[http] files_root`.
+    fn check_files(&self, names: &[String]) -> Result<(), String> {
+        let root = FileRoot::new(&self.config.http.files_root)
+            .map_err(|e| format!("files_root {}: {e}", self.config.http.files_root.display()))?;
+        for name in names {
+            root.resolve(name).map_err(|e| format!("{name} under files_root: {e}"))?;
+        }
+        Ok(())
+    }
+
+    /// Runs a provision action to its end (for scenario 4, until the deploy ramdisk is
+    /// booting: see [`Conductor::wait_for_deploy`]).
+    pub async fn provision(&self, name: &str, verb: Verb) -> Result<NodeRecord, ConductorError> {
+        self.recover_interrupted().await?;
+        let record = self.load(name).await?;
+        let lock = self.lock(&record, &verb.to_string()).await?;
+        let result = self.provision_locked(record, verb).await;
+        lock.release().await;
+        self.changed();
+        result
+    }
+
+    async fn provision_locked(
+        &self,
+        mut record: NodeRecord,
+        verb: Verb,
+    ) -> Result<NodeRecord, ConductorError> {
+        let plan = plan(record.node.provision_state, verb).map_err(ConductorError::Refused)?;
+        let previous = record.node.provision_state;
+        record.node.provision_state = plan.during;
+        record.node.target_provision_state = Some(plan.target);
+        record.node.last_error = None;
+        self.save(&record).await?;
+        self.event(
+            &record,
+            format!("{PROVISION}.start"),
+            "info",
+            json!({"action": verb.to_string(), "previous_state": previous}),
+        )
+        .await;
+        let outcome = match verb {
+            Verb::Manage | Verb::Provide => Ok(()),
+            Verb::Deploy => self.deploy(&mut record).await,
+            Verb::Undeploy => self.undeploy(&mut record).await,
+            Verb::Adopt => self.adopt(&mut record).await,
+        };
+        match outcome {
+            Ok(()) => {
+                if record.node.provision_state == plan.during {
+                    record.node.provision_state = plan.target;
+                    record.node.target_provision_state = None;
+                }
+                self.save(&record).await?;
+                if record.node.provision_state != ProvisionState::WaitCallBack {
+                    self.event(
+                        &record,
+                        format!("{PROVISION}.end"),
+                        "info",
+                        json!({"action": verb.to_string()}),
+                    )
+                    .await;
+                }
+                Ok(record)
+            }
+            Err(message) => {
+                record.node.provision_state = match verb {
+                    Verb::Deploy => ProvisionState::DeployFailed,
+                    Verb::Undeploy => ProvisionState::Error,
+                    _ => previous,
+                };
+                record.node.target_provision_state = None;
+                record.node.last_error = Some(message.clone());
+                self.save(&record).await?;
+                self.event(
+                    &record,
+                    format!("{PROVISION}.error"),
+                    "error",
+                    json!({"action": verb.to_string(), "error": message}),
+                )
+                .await;
+                Err(ConductorError::Failed(message))
+            }
+        }
+    }
+
+    /// Deploy: validate, attach the volumes, then either finish at once (the volume is booted
+    /// as it is: the spec's DEPLOYDONE) or start an image deployment onto it (scenario 4). A
+    /// failure detaches what was attached.
+    async fn deploy(&self, record: &mut NodeRecord) -> Result<(), String> {
+        let report = self.validate(record).await;
+        if !report.ok() {
+            return Err(format!("validation failed: {}", report.failures()));
+        }
+        let storage = self.storage.for_node(record).map_err(|e| e.to_string())?;
+        storage
+            .attach_volumes(record)
+            .await
+            .map_err(|e| format!("attaching volumes failed: {e}"))?;
+        self.reload(record).await.map_err(|e| e.to_string())?;
+        let result = async {
+            set_boot_option(record, self.config.default.default_storage_interface).map_err(|e| e.0)?;
+            let scenario = decide(record, self.config.default.default_storage_interface).map_err(|e| e.0)?;
+            if !storage.should_write_image(record) {
+                let device = if scenario.is_network_boot() { BootDevice::Pxe } else { BootDevice::Disk };
+                self.boot_and_power_on(record, device).await
+            } else if scenario == (Scenario::Hba { force_deployment: true }) {
+                deploy::start(self, record).await
+            } else {
+                Err("nothing to deploy: the storage interface asks for an image and the node is not an HBA volume deployment".into())
+            }
+        }
+        .await;
+        if let Err(message) = result {
+            let detached = storage.detach_volumes(record).await;
+            let message = match detached {
+                Ok(()) => message,
+                Err(e) => {
+                    format!("{message}; detaching the volumes after the failure also failed: {e}")
+                }
+            };
+            return Err(message);
+        }
+        Ok(())
+    }
+
+    async fn reload(&self, record: &mut NodeRecord) -> Result<(), ConductorError> {
+        let fresh = self.load(&record.node.uuid).await?;
+        // Keep the in-flight state fields; take the storage interface's writes.
+        let node = &mut record.node;
+        let (provision, target, last_error) =
+            (node.provision_state, node.target_provision_state, node.last_error.clone());
+        *record = fresh;
+        record.node.provision_state = provision;
+        record.node.target_provision_state = target;
+        record.node.last_error = last_error;
+        Ok(())
+    }
+
+    /// Sets the boot device (persistent) and powers the node on (or reboots it if it is on).
+    async fn boot_and_power_on(
+        &self,
+        record: &mut NodeRecord,
+        device: BootDevice,
+    ) -> Result<(), String> {
+        let driver = self.driver(record.node.driver);
+        driver
+            .set_boot_device(&record.node, device, true)
+            .await
+            .map_err(|e| format!("setting the boot device: {e}"))?;
+        record.node.driver_internal_info.insert("boot_device".into(), json!(device_name(device)));
+        let action = if driver.power_state(&record.node).await.map_err(|e| e.to_string())?
+            == PowerState::On
+        {
+            PowerAction::Reboot
+        } else {
+            PowerAction::On
+        };
+        self.power_action(record, action).await
+    }
+
+    /// One power action with its events; records the new state.
+    async fn power_action(
+        &self,
+        record: &mut NodeRecord,
+        action: PowerAction,
+    ) -> Result<(), String> {
+        let driver = self.driver(record.node.driver);
+        let target = match action {
+            PowerAction::On | PowerAction::Reboot => PowerState::On,
+            PowerAction::Off | PowerAction::SoftOff => PowerState::Off,
+        };
+        record.node.target_power_state = Some(target);
+        self.save(record).await.map_err(|e| e.to_string())?;
+        self.event(
+            record,
+            format!("{POWER}.start"),
+            "info",
+            json!({"action": action_name(action)}),
+        )
+        .await;
+        let result = driver.set_power(&record.node, action).await;
+        record.node.target_power_state = None;
+        match result {
+            Ok(()) => {
+                record.node.power_state = Some(target);
+                self.save(record).await.map_err(|e| e.to_string())?;
+                self.event(
+                    record,
+                    format!("{POWER}.end"),
+                    "info",
+                    json!({"action": action_name(action)}),
+                )
+                .await;
+                Ok(())
+            }
+            Err(e) => {
+                let message = format!("power {} failed: {e}", action_name(action));
+                record.node.last_error = Some(message.clone());
+                self.save(record).await.map_err(|e| e.to_string())?;
+                self.event(
+                    record,
+                    format!("{POWER}.error"),
+                    "error",
+                    json!({"action": action_name(action), "error": message}),
+                )
+                .await;
+                Err(message)
+            }
+        }
+    }
+
+    /// Tear down: power off, detach the volumes (events at the start and end of the storage
+    /// detach come from the storage interface), forget deployment details.
+    async fn undeploy(&self, record: &mut NodeRecord) -> Result<(), String> {
+        if record.node.power_state != Some(PowerState::Off) {
+            self.power_action(record, PowerAction::Off).await?;
+        }
+        let storage = self.storage.for_node(record).map_err(|e| e.to_string())?;
+        storage
+            .detach_volumes(record)
+            .await
+            .map_err(|e| format!("detaching volumes failed: {e}"))?;
+        self.reload(record).await.map_err(|e| e.to_string())?;
+        for key in ["deploy", "deployed_image", "boot_device"] {
+            record.node.driver_internal_info.remove(key);
+        }
+        record.node.instance_info.remove("boot_option");
+        Ok(())
+    }
+
+    /// Adopt: an OS deployed by other means; attach the volumes and serve the node's script.
+    async fn adopt(&self, record: &mut NodeRecord) -> Result<(), String> {
+        let report = self.validate(record).await;
+        let failures: Vec<&InterfaceCheck> =
+            report.0.iter().filter(|c| !c.result && c.interface != "deploy").collect();
+        if !failures.is_empty() {
+            return Err(format!("validation failed: {}", report.failures()));
+        }
+        let storage = self.storage.for_node(record).map_err(|e| e.to_string())?;
+        storage
+            .attach_volumes(record)
+            .await
+            .map_err(|e| format!("attaching volumes failed: {e}"))?;
+        self.reload(record).await.map_err(|e| e.to_string())?;
+        set_boot_option(record, self.config.default.default_storage_interface).map_err(|e| e.0)?;
+        Ok(())
+    }
+
+    /// A power action requested by an operator. With `[cinder] toggle_attachments_with_power`,
+    /// an active boot-from-volume node's volumes are attached before power-on (a failure
+    /// aborts it) and detached after power-off.
+    pub async fn power(
+        &self,
+        name: &str,
+        action: PowerAction,
+    ) -> Result<NodeRecord, ConductorError> {
+        self.recover_interrupted().await?;
+        let mut record = self.load(name).await?;
+        let driver = self.driver(record.node.driver);
+        driver
+            .validate(&record.node)
+            .map_err(|e| ConductorError::Refused(format!("power: {e}")))?;
+        let lock = self.lock(&record, "power").await?;
+        let result = self.power_locked(&mut record, action).await;
+        lock.release().await;
+        self.changed();
+        result.map(|()| record)
+    }
+
+    async fn power_locked(
+        &self,
+        record: &mut NodeRecord,
+        action: PowerAction,
+    ) -> Result<(), ConductorError> {
+        let toggles = self.config.cinder.toggle_attachments_with_power
+            && record.node.provision_state == ProvisionState::Active
+            && record
+                .node
+                .effective_storage_interface(self.config.default.default_storage_interface)
+                != StorageInterfaceName::Noop;
+        let storage = self.storage.for_node(record)?;
+        if toggles && matches!(action, PowerAction::On | PowerAction::Reboot) {
+            if let Err(e) = storage.attach_volumes(record).await {
+                let message =
+                    format!("power {} aborted: attaching volumes failed: {e}", action_name(action));
+                self.reload(record).await?;
+                record.node.last_error = Some(message.clone());
+                self.save(record).await?;
+                self.event(
+                    record,
+                    format!("{POWER}.error"),
+                    "error",
+                    json!({"action": action_name(action), "error": message}),
+                )
+                .await;
+                return Err(ConductorError::Failed(message));
+            }
+            self.reload(record).await?;
+        }
+        record.node.last_error = None;
+        self.power_action(record, action).await.map_err(ConductorError::Failed)?;
+        if toggles && matches!(action, PowerAction::Off | PowerAction::SoftOff) {
+            if let Err(e) = storage.detach_volumes(record).await {
+                let message = format!("powered off, but detaching volumes failed: {e}");
+                self.reload(record).await?;
+                record.node.last_error = Some(message.clone());
+                self.save(record).await?;
+                return Err(ConductorError::Failed(message));
+            }
+            self.reload(record).await?;
+        }
+        Ok(())
+    }
+
+    /// Sets a node's boot device.
+    pub async fn set_boot_device(
+        &self,
+        name: &str,
+        device: BootDevice,
+        persistent: bool,
+    ) -> Result<(), ConductorError> {
+        let mut record = self.load(name).await?;
+        let lock = self.lock(&record, "boot device").await?;
+        let result =
+            self.driver(record.node.driver).set_boot_device(&record.node, device, persistent).await;
+        if result.is_ok() {
+            record
+                .node
+                .driver_internal_info
+                .insert("boot_device".into(), json!(device_name(device)));
+            self.save(&record).await?;
+        }
+        lock.release().await;
+        result.map_err(|e: PowerError| ConductorError::Failed(e.to_string()))
+    }
+
+    /// Deletes a node. Refused while it is deployed or has volumes attached in Cinder (unlike
+    /// Ironic, which deletes and leaves the attachments behind).
+    pub async fn delete(&self, name: &str) -> Result<(), ConductorError> {
+        let record = self.load(name).await?;
+        let lock = self.lock(&record, "delete").await?;
+        let uuid = record.node.uuid.clone();
+        let live = self.db.run({
+            let uuid = uuid.clone();
+            move |db| db.has_live_attachments(&uuid)
+        });
+        let result = if matches!(
+            record.node.provision_state,
+            ProvisionState::Active
+                | ProvisionState::Deploying
+                | ProvisionState::WaitCallBack
+                | ProvisionState::Deleting
+        ) {
+            Err(ConductorError::Refused(format!(
+                "node {} is {}: undeploy it first",
+                record.node.name, record.node.provision_state
+            )))
+        } else if live.await? {
+            Err(ConductorError::Refused(format!(
+                "node {} has volumes attached: detach them first (bootvol volumes detach {})",
+                record.node.name, record.node.name
+            )))
+        } else {
+            self.db.run(move |db| db.delete_node(&uuid)).await.map_err(ConductorError::from)
+        };
+        if result.is_err() {
+            lock.release().await;
+        }
+        self.changed();
+        result
+    }
+
+    /// Ends actions a crashed process left half done: `deploying` becomes `deploy failed` (its
+    /// volumes detached), `deleting` becomes `error`, a pending power target is cleared, each
+    /// with `last_error` and an event. Nodes a live process holds are left alone.
+    pub async fn recover_interrupted(&self) -> Result<Vec<String>, ConductorError> {
+        let records = self.db.run(|db| db.node_records()).await?;
+        let mut recovered = Vec::new();
+        for mut record in records {
+            let stuck = matches!(
+                record.node.provision_state,
+                ProvisionState::Deploying | ProvisionState::Deleting
+            ) || record.node.target_power_state.is_some();
+            if !stuck {
+                continue;
+            }
+            let uuid = record.node.uuid.clone();
+            let holder = self.db.run(move |db| db.lock_holder(&uuid)).await?;
+            let holder_alive =
+                holder.is_some_and(|h| ProcessId { pid: h.pid, start: h.process_start }.alive());
+            if holder_alive {
+                continue;
+            }
+            let Ok(lock) = self.lock(&record, "recovery").await else { continue };
+            let what = match record.node.provision_state {
+                ProvisionState::Deploying => {
+                    if let Ok(storage) = self.storage.for_node(&record)
+                        && let Err(e) = storage.detach_volumes(&record).await
+                    {
+                        tracing::warn!(node = record.node.name, error = %e, "detaching after an interrupted deploy");
+                    }
+                    let _ = self.reload(&mut record).await;
+                    record.node.provision_state = ProvisionState::DeployFailed;
+                    "deploy"
+                }
+                ProvisionState::Deleting => {
+                    record.node.provision_state = ProvisionState::Error;
+                    "undeploy"
+                }
+                _ => "power action",
+            };
+            record.node.target_provision_state = None;
+            record.node.target_power_state = None;
+            let message = format!(
+                "the {what} was interrupted (the bootvol process running it ended); run it again"
+            );
+            record.node.last_error = Some(message.clone());
+            self.save(&record).await?;
+            self.event(&record, format!("{PROVISION}.error"), "error", json!({"error": message}))
+                .await;
+            lock.release().await;
+            recovered.push(format!("{}: {message}", record.node.name));
+        }
+        if !recovered.is_empty() {
+            self.changed();
+        }
+        Ok(recovered)
+    }
+
+    /// Records power states changed out of band (someone pressed the button), for nodes no
+    /// action holds. Returns the nodes corrected.
+    pub async fn sync_power_states(&self) -> Result<Vec<String>, ConductorError> {
+        let records = self.db.run(|db| db.node_records()).await?;
+        let mut corrected = Vec::new();
+        for mut record in
+            records.into_iter().filter(|r| r.node.driver != Driver::Fake && !r.node.maintenance)
+        {
+            let Ok(lock) = self.lock(&record, "power sync").await else { continue };
+            match self.driver(record.node.driver).power_state(&record.node).await {
+                Ok(state) if Some(state) != record.node.power_state => {
+                    let previous = record.node.power_state;
+                    record.node.power_state = Some(state);
+                    self.save(&record).await?;
+                    self.event(
+                        &record,
+                        "baremetal.node.power_state_corrected.success".into(),
+                        "info",
+                        json!({"previous_power_state": previous}),
+                    )
+                    .await;
+                    corrected.push(record.node.name.clone());
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(node = record.node.name, error = %e, "power state sync"),
+            }
+            lock.release().await;
+        }
+        Ok(corrected)
+    }
+
+    /// Waits until a scenario-4 deployment leaves `wait call-back`, for at most `timeout`.
+    pub async fn wait_for_deploy(
+        &self,
+        name: &str,
+        timeout: Duration,
+    ) -> Result<NodeRecord, ConductorError> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let record = self.load(name).await?;
+            if record.node.provision_state != ProvisionState::WaitCallBack {
+                return Ok(record);
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(ConductorError::Failed(format!(
+                    "node {} is still waiting for its deploy ramdisk after {timeout:?} (is `bootvol serve` running?)",
+                    record.node.name
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    /// The deploy ramdisk's call-back (served by `bootvol serve`).
+    pub async fn deploy_callback(
+        &self,
+        node_uuid: &str,
+        token: &str,
+        report: CallbackReport,
+    ) -> Result<(), ConductorError> {
+        let result = deploy::callback(self, node_uuid, token, report).await;
+        self.changed();
+        result
+    }
+
+    /// The config drive of a deployment in progress, for the deploy ramdisk.
+    pub async fn configdrive(
+        &self,
+        node_uuid: &str,
+        token: &str,
+    ) -> Result<Vec<u8>, ConductorError> {
+        deploy::configdrive(self, node_uuid, token).await
+    }
+
+    /// Fails deployments whose ramdisk did not call back within `[deploy] callback_timeout`.
+    pub async fn expire_deployments(&self) -> Result<Vec<String>, ConductorError> {
+        let expired = deploy::expire(self).await;
+        if !expired.as_ref().is_ok_and(Vec::is_empty) {
+            self.changed();
+        }
+        expired
+    }
+}
+
+fn action_name(action: PowerAction) -> &'static str {
+    match action {
+        PowerAction::On => "power on",
+        PowerAction::Off => "power off",
+        PowerAction::Reboot => "reboot",
+        PowerAction::SoftOff => "soft power off",
+    }
+}
+
+fn device_name(device: BootDevice) -> &'static str {
+    match device {
+        BootDevice::Pxe => "pxe",
+        BootDevice::Disk => "disk",
+    }
+}

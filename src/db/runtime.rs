@@ -1,0 +1,53 @@
+//! Writing a node's runtime fields: states, errors, `instance_info`, `driver_internal_info`;
+//! and deleting a node.
+
+use rusqlite::params;
+use serde_json::Value;
+
+use super::{Db, DbError};
+use crate::model::Node;
+
+impl Db {
+    /// Saves what actions change: provision and power states (and targets), `last_error`,
+    /// `maintenance`, `instance_info` and `driver_internal_info`. Identity, interfaces and
+    /// `driver_info` are the inventory's and are not touched.
+    pub fn save_node_runtime(&self, node: &Node) -> Result<(), DbError> {
+        self.conn.execute(
+            "UPDATE nodes SET provision_state = ?2, target_provision_state = ?3, power_state = ?4, \
+             target_power_state = ?5, last_error = ?6, maintenance = ?7, instance_info = ?8, \
+             driver_internal_info = ?9, updated_at = strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now') WHERE uuid = ?1",
+            params![
+                node.uuid,
+                node.provision_state.as_str(),
+                node.target_provision_state.map(|s| s.as_str()),
+                node.power_state.map(|s| s.as_str()),
+                node.target_power_state.map(|s| s.as_str()),
+                node.last_error,
+                node.maintenance,
+                Value::Object(node.instance_info.clone()).to_string(),
+                Value::Object(node.driver_internal_info.clone()).to_string(),
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// Deletes a node with its ports, connectors, targets and attachment records.
+    pub fn delete_node(&self, node_uuid: &str) -> Result<(), DbError> {
+        self.conn
+            .execute("DELETE FROM volume_attachments WHERE node_uuid = ?1", params![node_uuid])?;
+        self.conn.execute("DELETE FROM node_locks WHERE node_uuid = ?1", params![node_uuid])?;
+        self.conn.execute("DELETE FROM nodes WHERE uuid = ?1", params![node_uuid])?;
+        Ok(())
+    }
+
+    /// Whether a node has volumes Cinder considers in use by it (attached, or mid-way).
+    pub fn has_live_attachments(&self, node_uuid: &str) -> Result<bool, DbError> {
+        let count: i64 = self.conn.query_row(
+            "SELECT COUNT(*) FROM volume_attachments WHERE node_uuid = ?1 \
+             AND (state IN ('attaching', 'attached', 'detaching') OR (state = 'failed' AND step != 'undone'))",
+            params![node_uuid],
+            |r| r.get(0),
+        )?;
+        Ok(count > 0)
+    }
+}
