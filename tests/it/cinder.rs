@@ -29,7 +29,7 @@ path = "{}/bootvol.db"
 public_url = "http://192.0.2.10:8080"
 [cinder]
 url = "{cinder_url}/v3"
-url_timeout = 2
+url_timeout = 4
 retries = 2
 api = "{api}"
 sync_interval = 0
@@ -221,7 +221,7 @@ fn a_failure_at_any_attach_step_leaves_no_stranded_volume() {
     let Some(cinder) = Cinder::start() else { return };
     cinder.set_backend(backend());
     let proxy = FaultProxy::start(&cinder.url);
-    let lost = Fault::ForwardThenStall(Duration::from_secs(4));
+    let lost = Fault::ForwardThenStall(Duration::from_secs(6));
     let cases: &[(&str, &'static str, &str, Fault)] = &[
         ("attachments", "POST", "/attachments", Fault::Error500),
         ("attachments", "POST", "/attachments", lost),

@@ -19,11 +19,16 @@ fn venv_python() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("target/cinder-venv/bin/python")
 }
 
+/// One Cinder-backed test at a time: they time Cinder's answers, and several Cinders at once
+/// on a 2-core machine make those timings meaningless.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
 /// A Cinder process on a free port with its own state dir; killed on drop.
 pub(crate) struct Cinder {
     pub(crate) url: String,
     pub(crate) state: tempfile::TempDir,
     child: Child,
+    _turn: std::sync::MutexGuard<'static, ()>,
 }
 
 impl Cinder {
@@ -44,6 +49,7 @@ impl Cinder {
             );
             return None;
         }
+        let turn = ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let state = tempfile::tempdir().unwrap();
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let launcher = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cinder/cinder_aio.py");
@@ -65,7 +71,7 @@ impl Cinder {
             "Cinder did not start: {line:?} (see {}/cinder.log)",
             state.path().display()
         );
-        Some(Cinder { url: format!("http://127.0.0.1:{port}"), state, child })
+        Some(Cinder { url: format!("http://127.0.0.1:{port}"), state, child, _turn: turn })
     }
 
     fn agent() -> ureq::Agent {

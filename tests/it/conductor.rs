@@ -239,7 +239,7 @@ fn power_toggles_cinder_attachments_and_a_failed_attach_aborts_power_on() {
     let Some(cinder) = Cinder::start() else { return };
     let proxy = FaultProxy::start(&cinder.url);
     let app = Appliance::new(&format!(
-        "[cinder]\nurl = \"{}/v3\"\nurl_timeout = 3\nretries = 1\nsync_interval = 0\n",
+        "[cinder]\nurl = \"{}/v3\"\nurl_timeout = 5\nretries = 1\nsync_interval = 0\n",
         proxy.url
     ));
     let volume = cinder.create_volume("power");
