@@ -225,6 +225,7 @@ fn tftp_config(config: &Config) -> crate::tftp::TftpConfig {
         max_window_size: config.tftp.max_window_size,
         timeout: Duration::from_secs(config.tftp.timeout),
         max_retries: config.tftp.retries,
+        max_transfers: config.tftp.max_transfers.max(1),
     }
 }
 

@@ -196,6 +196,8 @@ pub struct TftpSection {
     pub timeout: u64,
     /// Retransmissions before a silent client is given up.
     pub retries: u32,
+    /// Transfers open at once (each holds a thread until it ends); past it, "server busy".
+    pub max_transfers: usize,
 }
 
 impl Default for TftpSection {
@@ -207,6 +209,7 @@ impl Default for TftpSection {
             max_window_size: 16,
             timeout: 1,
             retries: 5,
+            max_transfers: 2000,
         }
     }
 }
@@ -214,13 +217,31 @@ impl Default for TftpSection {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ApiSection {
+    /// The Ironic-compatible REST API (`bootvol serve`).
     pub listen: SocketAddr,
+    /// Ironic's option: `http_basic` (the default; a bcrypt htpasswd file) or `noauth` (only
+    /// when set explicitly).
+    pub auth_strategy: ApiAuthStrategy,
+    /// Ironic's option: the htpasswd file of `http_basic` (bcrypt entries only), read at start.
+    pub http_basic_auth_user_file: PathBuf,
 }
 
 impl Default for ApiSection {
     fn default() -> Self {
-        ApiSection { listen: SocketAddr::from(([127, 0, 0, 1], 6385)) }
+        ApiSection {
+            listen: SocketAddr::from(([127, 0, 0, 1], 6385)),
+            auth_strategy: ApiAuthStrategy::HttpBasic,
+            http_basic_auth_user_file: PathBuf::from("/etc/bootvol/htpasswd"),
+        }
     }
+}
+
+/// How the REST API authenticates its clients (`[api] auth_strategy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApiAuthStrategy {
+    HttpBasic,
+    Noauth,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -420,6 +441,7 @@ impl Config {
         }
         for (key, path) in [
             ("database.path", &self.database.path),
+            ("api.http_basic_auth_user_file", &self.api.http_basic_auth_user_file),
             ("http.files_root", &self.http.files_root),
             ("tftp.root", &self.tftp.root),
         ] {
@@ -619,6 +641,7 @@ mod tests {
         assert_eq!(config.cinder.retries, 3);
         assert!(config.cinder.toggle_attachments_with_power);
         assert_eq!(config.api.listen.to_string(), "127.0.0.1:6385");
+        assert_eq!(config.api.auth_strategy, ApiAuthStrategy::HttpBasic);
     }
 
     #[test]
@@ -648,6 +671,8 @@ mod tests {
             ("[cinder]\nauth_strategy = \"magic\"\n", "auth_strategy"),
             ("[database]\npath = \"relative.db\"\n", "database.path"),
             ("[bogus]\n", "bogus"),
+            ("[api]\nauth_strategy = \"keystone\"\n", "auth_strategy"),
+            ("[api]\nhttp_basic_auth_user_file = \"htpasswd\"\n", "api.http_basic_auth_user_file"),
         ];
         for (text, key) in cases {
             let err = Config::from_toml(text, "t.toml").unwrap_err().to_string();

@@ -53,6 +53,8 @@ pub struct TftpConfig {
     pub timeout: Duration,
     /// Retransmissions of one window before the transfer is abandoned.
     pub max_retries: u32,
+    /// Transfers open at once; past it, new requests get "server busy".
+    pub max_transfers: usize,
 }
 
 impl Default for TftpConfig {
@@ -62,6 +64,7 @@ impl Default for TftpConfig {
             max_window_size: 16,
             timeout: Duration::from_secs(1),
             max_retries: 5,
+            max_transfers: 2000,
         }
     }
 }
@@ -196,6 +199,15 @@ impl<H: Handler> Listener<H> {
     /// ERROR ends the peer's open transfer; anything else is dropped.
     async fn on_datagram(&mut self, datagram: &[u8], peer: SocketAddr) {
         let (error_code, message) = match Packet::parse(datagram) {
+            // Each transfer holds a thread until it ends: past the cap, a flood of requests is
+            // told to come back rather than allowed to exhaust the machine.
+            Ok(Packet::Rrq(_))
+                if self.transfers.len() >= self.config.max_transfers
+                    && !self.open.contains_key(&peer) =>
+            {
+                tracing::warn!(%peer, open = self.transfers.len(), "tftp: too many transfers open; request refused");
+                (code::UNDEFINED, "server busy, try again".to_owned())
+            }
             Ok(Packet::Rrq(request)) => return self.start(request, peer),
             Ok(Packet::Wrq(request)) => {
                 tracing::warn!(%peer, file = ?request.filename, "tftp: write request refused");

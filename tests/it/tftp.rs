@@ -749,3 +749,23 @@ async fn fetch_with_retries(server: SocketAddr, file: &str) -> Result<Vec<u8>, S
         socket.send_to(&last_sent, from).await.map_err(|e| e.to_string())?;
     }
 }
+
+#[test]
+fn past_the_transfer_cap_new_requests_are_told_the_server_is_busy() {
+    let file = contents(10_000, 21);
+    let config = TftpConfig { max_transfers: 1, ..fast_config() };
+    let server = Server::start(&[("cap.bin", &file)], config, Duration::ZERO);
+    // The first client takes the only slot and holds it (it never ACKs).
+    let first = Raw::new(server.addr);
+    first.rrq("cap.bin", &[]);
+    let (got, _) = first.expect("DATA 1");
+    assert!(matches!(got, Got::Data(1, _)), "{got:?}");
+    let second = Raw::new(server.addr);
+    second.rrq("cap.bin", &[]);
+    let (got, _) = second.expect("busy");
+    assert_eq!(got, Got::Error(0, "server busy, try again".into()));
+    // The same peer asking again replaces its own transfer: that is never refused.
+    first.rrq("cap.bin", &[]);
+    let (got, _) = first.expect("DATA 1 again");
+    assert!(matches!(got, Got::Data(1, _)), "{got:?}");
+}
