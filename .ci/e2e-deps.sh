@@ -19,6 +19,9 @@
 # Downloaded, not installed (apt-get download + dpkg -x into target/e2e-cache/):
 #   linux-image-<abi>-cloud-amd64    the kernel (and its virtio/NFS modules) of the NFS-root test
 #   busybox-static                   the userland of that test's initrd
+#   fdisk libfdisk1 libsmartcols1    sfdisk and the libraries it loads (libc6 included), for the
+#   libblkid1 libuuid1 libreadline8  deploy ramdisk of scenario 4, which image/build-deploy-ramdisk.sh
+#   libtinfo6 libc6                  builds at the end into target/deploy-ramdisk/ (tests/e2e/deploy.rs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -104,5 +107,9 @@ extract() {
 
 extract "$kernel_pkg" "$cache/kernel"
 extract busybox-static "$cache/busybox"
+
+# The deploy ramdisk (scenario 4): the same kernel and busybox, plus sfdisk's packages.
+echo "== e2e-deps: the deploy ramdisk"
+image/build-deploy-ramdisk.sh --cache "$cache" --kernel "$kernel_pkg"
 
 echo "== e2e-deps: done (kernel: $kernel_pkg; cache: $cache)"

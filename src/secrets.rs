@@ -93,3 +93,23 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod debug_tests {
+    #[test]
+    fn nodes_and_targets_print_masked() {
+        let record: crate::model::NodeRecord = serde_json::from_value(serde_json::json!({
+            "node": {"uuid": "u", "name": "n", "driver": "redfish", "driver_info": {"redfish_password": "bmc-pw-1"},
+                "properties": {}, "instance_info": {}, "driver_internal_info": {}, "extra": {}, "storage_interface": null,
+                "boot_interface": "ipxe", "deploy_interface": "direct", "power_state": null, "target_power_state": null,
+                "provision_state": "available", "target_provision_state": null, "maintenance": false,
+                "maintenance_reason": null, "last_error": null, "created_at": null, "updated_at": null},
+            "ports": [], "volume_connectors": [],
+            "volume_targets": [{"uuid": "t", "volume_type": "iscsi", "boot_index": 0, "volume_id": "v", "extra": {},
+                "properties": {"auth_password": "chap-pw-2"}}]}))
+        .unwrap();
+        let printed = format!("{record:?}");
+        assert!(!printed.contains("bmc-pw-1") && !printed.contains("chap-pw-2"), "{printed}");
+        assert!(printed.contains("******"));
+    }
+}

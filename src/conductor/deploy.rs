@@ -220,8 +220,13 @@ pub(super) async fn callback(
                     .set_boot_device(&record.node, BootDevice::Disk, true)
                     .await
                     .map_err(|e| e.to_string());
+                // The ramdisk powers itself off once its call-back is answered, and some BMCs
+                // refuse a reset of a machine that is off: power off (idempotent), then on.
                 if result.is_ok() && record.node.driver != Driver::Fake {
-                    result = conductor.power_action(&mut record, PowerAction::Reboot).await;
+                    result = conductor.power_action(&mut record, PowerAction::Off).await;
+                    if result.is_ok() {
+                        result = conductor.power_action(&mut record, PowerAction::On).await;
+                    }
                 }
                 if let Err(e) = result {
                     record.node.last_error =

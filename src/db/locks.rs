@@ -56,12 +56,14 @@ impl Db {
             if theirs != *me && theirs.alive() {
                 return Ok(Err(holder));
             }
-            tracing::warn!(
-                node = node_uuid,
-                action = holder.action,
-                pid = holder.pid,
-                "taking over the lock of a process that is gone"
-            );
+            if theirs != *me {
+                tracing::warn!(
+                    node = node_uuid,
+                    action = holder.action,
+                    pid = holder.pid,
+                    "taking over the lock of a process that is gone"
+                );
+            }
         }
         self.conn.execute(
             "INSERT INTO node_locks (node_uuid, action, pid, process_start) VALUES (?1, ?2, ?3, ?4) \

@@ -114,8 +114,8 @@ string_enum!(
     }
 );
 
-/// A bare-metal node, with Ironic's field names.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// A bare-metal node, with Ironic's field names. `Debug` masks secrets (BMC passwords...).
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
 pub struct Node {
     pub uuid: String,
     pub name: String,
@@ -162,6 +162,21 @@ impl Node {
     }
 }
 
+/// `Debug` through the masked JSON form, so that no log line or panic message can show a
+/// secret held in a node or a volume target.
+macro_rules! masked_debug {
+    ($($ty:ident),*) => {$(
+        impl fmt::Debug for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                let mut value = serde_json::to_value(self).unwrap_or_default();
+                crate::secrets::mask(&mut value);
+                write!(f, "{}({value})", stringify!($ty))
+            }
+        }
+    )*};
+}
+masked_debug!(Node, VolumeTarget);
+
 /// A network port of a node, identified by its MAC.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Port {
@@ -181,8 +196,9 @@ pub struct VolumeConnector {
 }
 
 /// A volume the node uses; `boot_index` 0 is the boot volume. `properties` carries the
-/// connection info (Cinder's `connection_info.data`, or what the operator recorded).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// connection info (Cinder's `connection_info.data`, or what the operator recorded). `Debug`
+/// masks CHAP secrets.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
 pub struct VolumeTarget {
     pub uuid: String,
     pub volume_type: VolumeType,

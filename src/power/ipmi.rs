@@ -10,8 +10,8 @@
 //! where `ps` would show it), standard input closed, and `LC_ALL=C`. Commands: `power
 //! status|on|off|cycle|soft` and `chassis bootdev pxe|disk [options=persistent]`. Each run is
 //! bounded by [`PowerSettings::timeout`]: an `ipmitool` that hangs (or whose caller went away)
-//! is killed and reaped by the thread that owns it. Knows
-//! ipmitool's command line and output only; nothing of SQLite, the conductor or boot scripts.
+//! is killed and reaped by the thread that owns it. Knows ipmitool's command line and output
+//! only; nothing of SQLite, the conductor or boot scripts.
 
 use std::io::Read;
 use std::process::Stdio;
@@ -149,17 +149,8 @@ fn run_to_end(
     cancel: &AtomicBool,
 ) -> std::io::Result<std::process::Output> {
     let mut child = command.spawn()?;
-    let drain = |pipe: Option<Box<dyn Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            if let Some(mut pipe) = pipe {
-                let _ = pipe.read_to_end(&mut buf);
-            }
-            buf
-        })
-    };
-    let stdout = drain(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
-    let stderr = drain(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let stdout = drain(child.stdout.take());
+    let stderr = drain(child.stderr.take());
     let status = loop {
         if let Some(status) = child.try_wait()? {
             break Some(status);
@@ -177,6 +168,17 @@ fn run_to_end(
         Some(status) => Ok(std::process::Output { status, stdout, stderr }),
         None => Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "killed")),
     }
+}
+
+/// Reads a pipe to its end on its own thread.
+fn drain<R: Read + Send + 'static>(pipe: Option<R>) -> std::thread::JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        if let Some(mut pipe) = pipe {
+            let _ = pipe.read_to_end(&mut buf);
+        }
+        buf
+    })
 }
 
 /// What ipmitool said on failure: its error lines (standard error, else standard output),

@@ -7,7 +7,7 @@
 //!
 //! Only this module talks to BMCs; it knows nothing about SQLite, provision states or boot
 //! scripts. BMC passwords never appear in logs, error messages or `Debug` output: the drivers
-//! keep them in [`Secret`] and scrub them out of every message a BMC or a tool sends back.
+//! keep them in `Secret` and scrub them out of every message a BMC or a tool sends back.
 
 pub mod fake;
 pub mod ipmi;

@@ -138,15 +138,17 @@ pub fn boot_volume(record: &NodeRecord) -> Option<&VolumeTarget> {
     record.volume_targets.iter().find(|t| t.boot_index == 0)
 }
 
-/// Shared by `external` and `cinder`: a node with a boot volume boots it as it is, unless
-/// `instance_info.force_deployment` asks for an image deployment onto it (scenario 4).
+/// Shared by `external` and `cinder`: a node with a boot volume (or an NFS root) boots it as
+/// it is, unless `instance_info.force_deployment` asks for an image deployment onto it
+/// (scenario 4).
 pub fn volume_should_write_image(record: &NodeRecord) -> bool {
     let forced = match record.node.instance_info.get("force_deployment") {
         Some(serde_json::Value::Bool(b)) => *b,
         Some(serde_json::Value::String(s)) => s.eq_ignore_ascii_case("true"),
         _ => false,
     };
-    boot_volume(record).is_none() || forced
+    let nfs_root = record.node.instance_info.get("nfs_root").is_some_and(|v| !v.is_null());
+    (boot_volume(record).is_none() && !nfs_root) || forced
 }
 
 /// The storage interfaces, built once from the configuration.

@@ -51,8 +51,14 @@ sync_interval = 0
         command
     }
 
+    /// Runs with debug logging on, and checks that no CHAP secret reached the logs.
     fn run(&self, args: &[&str]) -> Output {
-        self.command(args).output().unwrap()
+        let output = self.command(args).env("RUST_LOG", "debug").output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        for secret in [CHAP_SECRET, "rotated-secret-88", "bootvol-chap-secret-1"] {
+            assert!(!stderr.contains(secret), "bootvol {args:?} logged a CHAP secret: {stderr}");
+        }
+        output
     }
 
     fn ok(&self, args: &[&str]) -> String {
@@ -362,7 +368,9 @@ fn cinder_unreachable_at_start_does_not_stop_serving() {
     let config = std::fs::read_to_string(app.path("bootvol.toml"))
         .unwrap()
         .replace("[http]\n", &format!("[http]\nlisten = \"127.0.0.1:{port}\"\n"))
-        + &format!("[tftp]\nlisten = \"127.0.0.1:{tftp}\"\nroot = \"/tmp\"\n");
+        + &format!(
+            "[tftp]\nlisten = \"127.0.0.1:{tftp}\"\nroot = \"/tmp\"\n[api]\nlisten = \"127.0.0.1:0\"\n"
+        );
     std::fs::write(
         app.path("bootvol.toml"),
         config.replace("sync_interval = 0", "sync_interval = 1"),

@@ -339,7 +339,7 @@ fn serve_delivers_signed_events_to_the_webhook_and_retries() {
     let http = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
     let tftp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
     let app = Appliance::new(&format!(
-        "[tftp]\nlisten = \"{tftp}\"\nroot = \"/tmp\"\n[notifications]\nwebhook_url = \"http://{hook}/hook\"\nwebhook_secret = \"hook-secret\"\n"
+        "[tftp]\nlisten = \"{tftp}\"\nroot = \"/tmp\"\n[notifications]\nwebhook_url = \"http://{hook}/hook\"\nwebhook_secret = \"hook-secret\"\n[api]\nlisten = \"127.0.0.1:0\"\n"
     ));
     let config = std::fs::read_to_string(app.path("bootvol.toml"))
         .unwrap()
@@ -378,4 +378,54 @@ fn serve_delivers_signed_events_to_the_webhook_and_retries() {
         "the event refused once was retried: {types:?}"
     );
     assert!(*calls.lock().unwrap() > received.len(), "the first delivery failed and was retried");
+}
+
+#[test]
+fn every_scenario_deploys_with_the_boot_device_it_needs_and_undeploys() {
+    let app = Appliance::new("");
+    std::fs::create_dir_all(app.path("files/nfs")).unwrap();
+    std::fs::write(app.path("files/nfs/vmlinuz"), "kernel").unwrap();
+    std::fs::write(app.path("files/nfs/initrd.img"), "initrd").unwrap();
+    // The scenario inventory, every node available and on the fake power driver; the Cinder
+    // ones are left out (no Cinder here).
+    let text =
+        std::fs::read_to_string(crate::support::fixture("inventory/scenarios.json")).unwrap();
+    let mut doc: Value = serde_json::from_str(&text).unwrap();
+    let nodes: Vec<Value> = doc["nodes"]
+        .as_array_mut()
+        .unwrap()
+        .drain(..)
+        .filter(|n| n["storage_interface"] != "cinder")
+        .map(|mut n| {
+            n.as_object_mut().unwrap().remove("provision_state");
+            n
+        })
+        .collect();
+    app.apply(Value::Array(nodes));
+    for (node, device, option) in [
+        ("iscsi-chap", "pxe", "netboot"),
+        ("iscsi-uefi", "pxe", "netboot"),
+        ("fcoe", "pxe", "netboot"),
+        ("aoe", "pxe", "netboot"),
+        ("http-san", "pxe", "netboot"),
+        ("nfs-root", "pxe", "netboot"),
+        ("hba", "disk", "local"),
+    ] {
+        assert_eq!(app.ok(&["node", "deploy", node]).trim(), format!("{node}: active"));
+        let shown = app.show(node);
+        assert_eq!(shown["node"]["driver_internal_info"]["boot_device"], device, "{node}");
+        assert_eq!(shown["node"]["instance_info"]["boot_option"], option, "{node}");
+        assert_eq!(shown["node"]["power_state"], "power on", "{node}");
+        assert_eq!(app.ok(&["node", "undeploy", node]).trim(), format!("{node}: available"));
+        assert_eq!(app.show(node)["node"]["power_state"], "power off", "{node}");
+    }
+    // Nodes that are not bootable from a volume as configured fail to deploy, saying why.
+    let stderr = app.fails(&["node", "deploy", "no-capability"]);
+    assert!(stderr.contains("capability iscsi_boot is not true"), "{stderr}");
+    let stderr = app.fails(&["node", "deploy", "noop-storage"]);
+    assert!(stderr.contains("bootvol deploys boot-from-volume nodes only"), "{stderr}");
+    // NFS root needs its kernel and ramdisk on disk.
+    std::fs::remove_file(app.path("files/nfs/vmlinuz")).unwrap();
+    let stderr = app.fails(&["node", "deploy", "nfs-root"]);
+    assert!(stderr.contains("nfs/vmlinuz under files_root"), "{stderr}");
 }

@@ -256,10 +256,10 @@ async fn ipmitool_that_hangs_is_killed_at_the_timeout_and_never_shows_the_passwo
     let mut seen = None;
     while seen.is_none() && start.elapsed() < Duration::from_millis(1500) {
         tokio::time::sleep(Duration::from_millis(50)).await;
-        seen = ipmitool_children().into_iter().next();
+        seen = ipmitool_children(port).into_iter().next();
     }
     let (pid, cmdline, environ) = seen.expect("an ipmitool child while the call runs");
-    assert!(cmdline.contains("-E") && cmdline.contains(&port.to_string()), "{cmdline}");
+    assert!(cmdline.contains(" -E "), "{cmdline}");
     assert!(!cmdline.contains(PASSWORD), "the password is on the command line: {cmdline}");
     assert!(environ.contains(&format!("IPMI_PASSWORD={PASSWORD}")));
 
@@ -279,8 +279,9 @@ async fn ipmitool_that_hangs_is_killed_at_the_timeout_and_never_shows_the_passwo
     assert_secret_hidden(PASSWORD, &error, driver.as_ref(), &logs.text());
 }
 
-/// ipmitool processes started by this test process: (pid, command line, environment).
-fn ipmitool_children() -> Vec<(u32, String, String)> {
+/// ipmitool processes this test process started for `port` (other tests run ipmitool too):
+/// (pid, command line, environment).
+fn ipmitool_children(port: u16) -> Vec<(u32, String, String)> {
     let me = std::process::id().to_string();
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
@@ -296,8 +297,12 @@ fn ipmitool_children() -> Vec<(u32, String, String)> {
             String::from_utf8_lossy(&std::fs::read(dir.join(name)).unwrap_or_default())
                 .replace('\0', " ")
         };
+        let cmdline = read("cmdline");
+        if !cmdline.contains(&format!(" -p {port} ")) {
+            continue;
+        }
         let pid = entry.file_name().to_string_lossy().parse().unwrap();
-        found.push((pid, read("cmdline"), read("environ")));
+        found.push((pid, cmdline, read("environ")));
     }
     found
 }

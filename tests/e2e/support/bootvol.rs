@@ -24,6 +24,8 @@ pub(crate) struct Settings {
     pub(crate) san_retry_delay: u32,
     /// Run inside this network namespace.
     pub(crate) netns: Option<String>,
+    /// More configuration, appended as is (whole TOML sections).
+    pub(crate) extra_config: String,
 }
 
 impl Settings {
@@ -38,6 +40,7 @@ impl Settings {
             san_attempts: 2,
             san_retry_delay: 1,
             netns: None,
+            extra_config: String::new(),
         }
     }
 
@@ -51,6 +54,7 @@ impl Settings {
             san_attempts: 2,
             san_retry_delay: 1,
             netns: Some(netns.to_owned()),
+            extra_config: String::new(),
         }
     }
 }
@@ -104,7 +108,7 @@ san_retry_delay = {san_retry_delay}
             api_port = free_tcp_port(),
             san_attempts = settings.san_attempts,
             san_retry_delay = settings.san_retry_delay,
-        );
+        ) + &settings.extra_config;
         std::fs::write(&config, text).unwrap();
         Bootvol { settings, config, files_root, daemon: None, log: dir.join("bootvol.log") }
     }

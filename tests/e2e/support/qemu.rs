@@ -40,6 +40,22 @@ pub(crate) struct Vm {
     pub(crate) memory_mib: u32,
     /// A local disk the firmware tries after the network (read-only).
     pub(crate) local_disk: Option<PathBuf>,
+    /// Writable disks on a virtio-scsi controller (an HBA's LUNs, as Linux sees them).
+    pub(crate) scsi_disks: Vec<ScsiDisk>,
+    /// Let the VM reboot (a guest reboot, or SeaBIOS when nothing boots), instead of QEMU
+    /// exiting (`-no-reboot`).
+    pub(crate) allow_reboot: bool,
+}
+
+/// A disk on the VM's virtio-scsi controller, with the identity the guest reads from its VPD
+/// pages (0x83: the WWN, 0x80: the serial).
+#[derive(Debug, Clone)]
+pub(crate) struct ScsiDisk {
+    pub(crate) path: PathBuf,
+    pub(crate) wwn: String,
+    pub(crate) serial: String,
+    /// The firmware's boot order (the NIC is 1), or not bootable.
+    pub(crate) bootindex: Option<u32>,
 }
 
 /// How a boot ended.
@@ -57,7 +73,15 @@ pub(crate) struct Boot {
 
 impl Vm {
     pub(crate) fn new(firmware: Firmware, network: Network, mac: &str) -> Vm {
-        Vm { firmware, network, mac: mac.to_owned(), memory_mib: 256, local_disk: None }
+        Vm {
+            firmware,
+            network,
+            mac: mac.to_owned(),
+            memory_mib: 256,
+            local_disk: None,
+            scsi_disks: Vec::new(),
+            allow_reboot: false,
+        }
     }
 
     fn args(&self, dir: &Path, serial: &Path) -> Vec<String> {
@@ -69,13 +93,15 @@ impl Vm {
             "-nodefaults",
             "-display",
             "none",
-            "-no-reboot",
             "-device",
             "isa-debug-exit,iobase=0xf4,iosize=0x04",
         ]
         .into_iter()
         .map(String::from)
         .collect();
+        if !self.allow_reboot {
+            args.push("-no-reboot".into());
+        }
         args.extend(["-m".into(), self.memory_mib.to_string()]);
         args.extend(["-serial".into(), format!("file:{}", serial.display())]);
         args.extend(["-boot".into(), "reboot-timeout=0".into()]);
@@ -113,6 +139,22 @@ impl Vm {
                 format!("if=none,id=local,format=raw,readonly=on,file={}", disk.display()),
                 "-device".into(),
                 "virtio-blk-pci,drive=local,bootindex=2".into(),
+            ]);
+        }
+        if !self.scsi_disks.is_empty() {
+            args.extend(["-device".into(), "virtio-scsi-pci,id=hba0".into()]);
+        }
+        for (i, disk) in self.scsi_disks.iter().enumerate() {
+            let mut device =
+                format!("scsi-hd,bus=hba0.0,drive=lun{i},wwn={},serial={}", disk.wwn, disk.serial);
+            if let Some(index) = disk.bootindex {
+                device.push_str(&format!(",bootindex={index}"));
+            }
+            args.extend([
+                "-drive".into(),
+                format!("if=none,id=lun{i},format=raw,file={}", disk.path.display()),
+                "-device".into(),
+                device,
             ]);
         }
         args
