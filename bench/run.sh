@@ -154,7 +154,7 @@ verdict() { if [ "$(echo "$1" | bc)" = 1 ]; then echo "met"; else echo "**not me
   echo
   echo "Machine: $(nproc) cores ($(lscpu | sed -n 's/^Model name: *//p' | head -1)), $(free -g | awk '/Mem:/ {print $2}') GiB RAM,"
   echo "Linux $(uname -r). bootvol $(git rev-parse --short HEAD 2>/dev/null || echo '?') release build; $(nginx -v 2>&1 | sed 's/^nginx version: //'),"
-  echo "tftpd-hpa $(dpkg-query -W -f='${Version}' tftpd-hpa 2>/dev/null), atftpd $("$ATFTPD" --version 2>&1 | head -1 | awk '{print $2}'), wrk $(dpkg-query -W -f='${Version}' wrk 2>/dev/null)."
+  echo "tftpd-hpa $(dpkg-query -W -f='${Version}' tftpd-hpa 2>/dev/null), atftpd $(basename "$(ls "$ROOT"/target/bench-tools/atftpd_*.deb | head -1)" .deb | sed 's/^atftpd_//; s/_amd64$//'), wrk $(dpkg-query -W -f='${Version}' wrk 2>/dev/null)."
   echo "The load generator shares the 2 cores with the server under test, so absolute figures are"
   echo "low and noisy; the ratios are what the targets are about."
   echo
