@@ -2,25 +2,21 @@
 //! detach and sync with both attach APIs; every step of attach and detach failed by a proxy;
 //! a crash between two steps; Cinder unreachable while serving.
 
-use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 use crate::cinder_support::{Cinder, Fault, FaultProxy};
+use crate::support::Appliance;
 
 const CHAP_SECRET: &str = "cinder-chap-secret-77";
 
-/// bootvol's configuration and database in a temporary folder, talking to `cinder_url`.
-struct Appliance {
-    dir: tempfile::TempDir,
-}
-
-impl Appliance {
-    fn new(cinder_url: &str, api: &str) -> Appliance {
-        let dir = tempfile::tempdir().unwrap();
-        let config = format!(
+/// bootvol's configuration and database in a temporary folder, talking to `cinder_url`; no
+/// command may log a CHAP secret.
+fn appliance(cinder_url: &str, api: &str) -> Appliance {
+    Appliance::with_config(|dir| {
+        format!(
             r#"[DEFAULT]
 enabled_storage_interfaces = ["noop", "external", "cinder"]
 [database]
@@ -34,53 +30,18 @@ retries = 2
 api = "{api}"
 sync_interval = 0
 "#,
-            dir.path().display()
-        );
-        std::fs::write(dir.path().join("bootvol.toml"), config).unwrap();
-        Appliance { dir }
-    }
+            dir.display()
+        )
+    })
+    .never_logging(&[CHAP_SECRET, "rotated-secret-88", "bootvol-chap-secret-1"])
+}
 
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
+trait CinderNodes {
+    fn add_node(&self, name: &str, mac: &str, volume: &str);
+    fn node(&self, name: &str) -> Value;
+}
 
-    #[allow(clippy::disallowed_methods)] // tests run the real binary
-    fn command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_bootvol"));
-        command.arg("--config").arg(self.path("bootvol.toml")).args(args);
-        command
-    }
-
-    /// Runs with debug logging on, and checks that no CHAP secret reached the logs.
-    fn run(&self, args: &[&str]) -> Output {
-        let output = self.command(args).env("RUST_LOG", "debug").output().unwrap();
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        for secret in [CHAP_SECRET, "rotated-secret-88", "bootvol-chap-secret-1"] {
-            assert!(!stderr.contains(secret), "bootvol {args:?} logged a CHAP secret: {stderr}");
-        }
-        output
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let output = self.run(args);
-        assert!(
-            output.status.success(),
-            "bootvol {args:?}: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        String::from_utf8(output.stdout).unwrap()
-    }
-
-    fn fails(&self, args: &[&str]) -> String {
-        let output = self.run(args);
-        assert!(
-            !output.status.success(),
-            "bootvol {args:?} should fail; it printed {}",
-            String::from_utf8_lossy(&output.stdout)
-        );
-        String::from_utf8(output.stderr).unwrap()
-    }
-
+impl CinderNodes for Appliance {
     /// One iSCSI boot-from-volume node on a Cinder volume.
     fn add_node(&self, name: &str, mac: &str, volume: &str) {
         let inventory = json!({"nodes": [{"name": name, "storage_interface": "cinder", "provision_state": "active",
@@ -88,9 +49,7 @@ sync_interval = 0
             "volume_connectors": [{"type": "iqn", "connector_id": format!("iqn.2024-01.org.example.node:{name}")},
                                   {"type": "ip", "connector_id": "192.0.2.101"}],
             "volume_targets": [{"volume_type": "iscsi", "boot_index": 0, "volume_id": volume}]}]});
-        let file = self.path(&format!("{name}.json"));
-        std::fs::write(&file, inventory.to_string()).unwrap();
-        self.ok(&["apply", file.to_str().unwrap()]);
+        self.apply(inventory["nodes"].clone());
     }
 
     fn node(&self, name: &str) -> Value {
@@ -105,7 +64,7 @@ fn backend() -> Value {
 }
 
 fn attach_render_sync_detach(cinder: &Cinder, api: &str) {
-    let app = Appliance::new(&cinder.url, api);
+    let app = appliance(&cinder.url, api);
     let volume = cinder.create_volume(&format!("boot-{api}"));
     app.add_node("n1", "52:54:00:c1:00:01", &volume);
     let uuid = app.node("n1")["uuid"].as_str().unwrap().to_owned();
@@ -187,7 +146,7 @@ fn attach_render_sync_detach_with_both_cinder_apis() {
 fn sync_reports_drift_and_deletes_nothing() {
     let Some(cinder) = Cinder::start() else { return };
     cinder.set_backend(backend());
-    let app = Appliance::new(&cinder.url, "attachments");
+    let app = appliance(&cinder.url, "attachments");
     let volume = cinder.create_volume("drift");
     app.add_node("n1", "52:54:00:c1:00:02", &volume);
     app.ok(&["volumes", "attach", "n1"]);
@@ -242,7 +201,7 @@ fn a_failure_at_any_attach_step_leaves_no_stranded_volume() {
     ];
     for (i, (api, method, step, fault)) in cases.iter().enumerate() {
         let context = format!("{api} {step} {fault:?}");
-        let app = Appliance::new(&proxy.url, api);
+        let app = appliance(&proxy.url, api);
         let volume = cinder.create_volume(&format!("fault-{i}"));
         app.add_node("n1", "52:54:00:c1:01:01", &volume);
         proxy.clear();
@@ -291,7 +250,7 @@ fn detach_retries_then_reports_and_can_be_retried() {
     for (api, method, step) in
         [("attachments", "DELETE", "/attachments/"), ("legacy", "POST", "os-detach")]
     {
-        let app = Appliance::new(&proxy.url, api);
+        let app = appliance(&proxy.url, api);
         let volume = cinder.create_volume(&format!("detach-{api}"));
         app.add_node("n1", "52:54:00:c1:02:01", &volume);
         app.ok(&["volumes", "attach", "n1"]);
@@ -326,7 +285,7 @@ fn a_crash_between_two_steps_is_recovered_at_the_next_start() {
     let Some(cinder) = Cinder::start() else { return };
     cinder.set_backend(backend());
     let proxy = FaultProxy::start(&cinder.url);
-    let app = Appliance::new(&proxy.url, "attachments");
+    let app = appliance(&proxy.url, "attachments");
     let volume = cinder.create_volume("crash");
     app.add_node("n1", "52:54:00:c1:03:01", &volume);
     proxy.fail("POST", "os-complete", Fault::Stall(Duration::from_secs(30)), 1);
@@ -362,7 +321,7 @@ fn a_crash_between_two_steps_is_recovered_at_the_next_start() {
 #[allow(clippy::disallowed_methods)]
 fn cinder_unreachable_at_start_does_not_stop_serving() {
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let app = Appliance::new(&format!("http://127.0.0.1:{closed}"), "auto");
+    let app = appliance(&format!("http://127.0.0.1:{closed}"), "auto");
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let tftp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let config = std::fs::read_to_string(app.path("bootvol.toml"))

@@ -1,57 +1,24 @@
 //! The `bootvol` binary run as an operator runs it: apply, export, render, check-config, demo.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 
 use serde_json::Value;
 
-use crate::support::{config_text, fixture};
+use crate::support::{Appliance, config_text, fixture};
 
 const SECRETS: &[&str] =
     &["boot-chap-secret-1", "mutual-secret-22", "data-chap-secret-3", "bmc-password-9"];
 
-struct Appliance {
-    dir: tempfile::TempDir,
+trait Scenarios {
+    fn write_scenarios(&self) -> String;
 }
 
-impl Appliance {
-    fn new() -> Appliance {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("bootvol.toml"), config_text(dir.path())).unwrap();
-        Appliance { dir }
-    }
+fn new_appliance() -> Appliance {
+    Appliance::with_config(config_text)
+}
 
-    fn path(&self, name: &str) -> std::path::PathBuf {
-        self.dir.path().join(name)
-    }
-
-    #[allow(clippy::disallowed_methods)] // tests start the real binary
-    fn run(&self, args: &[&str]) -> Output {
-        let config = self.path("bootvol.toml");
-        Command::new(env!("CARGO_BIN_EXE_bootvol"))
-            .arg("--config")
-            .arg(&config)
-            .args(args)
-            .output()
-            .expect("bootvol runs")
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let output = self.run(args);
-        assert!(
-            output.status.success(),
-            "bootvol {args:?} failed: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        String::from_utf8(output.stdout).unwrap()
-    }
-
-    fn fails(&self, args: &[&str]) -> String {
-        let output = self.run(args);
-        assert!(!output.status.success(), "bootvol {args:?} should fail");
-        String::from_utf8(output.stderr).unwrap()
-    }
-
+impl Scenarios for Appliance {
     /// The scenario inventory with a BMC password added to one node.
     fn write_scenarios(&self) -> String {
         let mut doc: Value = serde_json::from_str(
@@ -73,7 +40,7 @@ fn file_str(path: &Path) -> String {
 
 #[test]
 fn apply_is_idempotent_and_keeps_uuids() {
-    let app = Appliance::new();
+    let app = new_appliance();
     let file = app.write_scenarios();
     let first = app.ok(&["apply", &file]);
     assert!(first.starts_with("created: "), "{first}");
@@ -91,7 +58,7 @@ fn apply_is_idempotent_and_keeps_uuids() {
 
 #[test]
 fn export_masks_every_secret_and_render_is_the_only_place_a_chap_secret_is_written() {
-    let app = Appliance::new();
+    let app = new_appliance();
     let file = app.write_scenarios();
     app.ok(&["apply", &file]);
     let export = app.ok(&["export"]);
@@ -120,7 +87,7 @@ fn export_masks_every_secret_and_render_is_the_only_place_a_chap_secret_is_writt
 
 #[test]
 fn one_bad_node_fails_the_whole_file_and_changes_nothing() {
-    let app = Appliance::new();
+    let app = new_appliance();
     let file = app.write_scenarios();
     app.ok(&["apply", &file]);
     let before = app.ok(&["export"]);
@@ -154,7 +121,7 @@ fn one_bad_node_fails_the_whole_file_and_changes_nothing() {
 
 #[test]
 fn a_conflict_with_the_database_names_the_node_and_field_and_changes_nothing() {
-    let app = Appliance::new();
+    let app = new_appliance();
     let file = app.write_scenarios();
     app.ok(&["apply", &file]);
     let before = app.ok(&["export"]);
@@ -179,7 +146,7 @@ fn a_conflict_with_the_database_names_the_node_and_field_and_changes_nothing() {
 
 #[test]
 fn prune_deletes_nodes_absent_from_the_file_and_macs_can_move() {
-    let app = Appliance::new();
+    let app = new_appliance();
     let file = app.write_scenarios();
     app.ok(&["apply", &file]);
     let small = app.path("small.toml");
@@ -211,7 +178,7 @@ volume_targets = [{ volume_type = "aoe", boot_index = 0, volume_id = "vol-aoe", 
 
 #[test]
 fn storage_interfaces_must_be_enabled() {
-    let app = Appliance::new();
+    let app = new_appliance();
     std::fs::write(
         app.path("bootvol.toml"),
         config_text(app.dir.path()).replace(
@@ -226,7 +193,7 @@ fn storage_interfaces_must_be_enabled() {
 
 #[test]
 fn render_matches_the_golden_scripts() {
-    let app = Appliance::new();
+    let app = new_appliance();
     app.ok(&["apply", &file_str(&fixture("inventory/scenarios.json"))]);
     let script = app.ok(&["render", "--mac", "52:54:00:00:04:01"]);
     assert_eq!(script, std::fs::read_to_string(fixture("ipxe/fcoe.ipxe")).unwrap());
@@ -238,7 +205,7 @@ fn render_matches_the_golden_scripts() {
 
 #[test]
 fn check_config_names_the_bad_key() {
-    let app = Appliance::new();
+    let app = new_appliance();
     assert!(app.ok(&["check-config"]).contains(": OK"));
     std::fs::write(app.path("bootvol.toml"), "[cinder]\nurl_timeout = 0\n").unwrap();
     assert!(app.fails(&["check-config"]).contains("cinder.url_timeout"));

@@ -1,23 +1,17 @@
 //! The conductor through the `bootvol` binary: deploy, undeploy, power with volume toggling,
 //! validation, node locks, recovery of interrupted actions, events and their webhook.
 
-use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 use crate::cinder_support::{Cinder, Fault, FaultProxy};
+use crate::support::Appliance;
 
-struct Appliance {
-    dir: tempfile::TempDir,
-}
-
-impl Appliance {
-    fn new(extra: &str) -> Appliance {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path().join("files")).unwrap();
+fn appliance(extra: &str) -> Appliance {
+    let app = Appliance::with_config(|dir| {
         let config = format!(
             r#"[DEFAULT]
 enabled_storage_interfaces = ["noop", "external", "cinder"]
@@ -27,72 +21,23 @@ path = "{dir}/bootvol.db"
 public_url = "http://192.0.2.10:8080"
 files_root = "{dir}/files"
 {extra}"#,
-            dir = dir.path().display()
+            dir = dir.display()
         );
-        let config = if config.contains("[cinder]") {
+        if config.contains("[cinder]") {
             config
         } else {
             config + "[cinder]\nurl = \"http://127.0.0.1:9/v3\"\n"
-        };
-        std::fs::write(dir.path().join("bootvol.toml"), config).unwrap();
-        Appliance { dir }
-    }
+        }
+    });
+    std::fs::create_dir_all(app.path("files")).unwrap();
+    app
+}
 
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-
-    #[allow(clippy::disallowed_methods)] // tests run the real binary
-    fn command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_bootvol"));
-        command.arg("--config").arg(self.path("bootvol.toml")).args(args);
-        command
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.command(args).output().unwrap()
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let output = self.run(args);
-        assert!(
-            output.status.success(),
-            "bootvol {args:?}: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        String::from_utf8(output.stdout).unwrap()
-    }
-
-    fn fails(&self, args: &[&str]) -> String {
-        let output = self.run(args);
-        assert!(
-            !output.status.success(),
-            "bootvol {args:?} should fail: {}",
-            String::from_utf8_lossy(&output.stdout)
-        );
-        String::from_utf8(output.stderr).unwrap()
-    }
-
-    fn apply(&self, nodes: Value) {
-        let file = self.path("inventory.json");
-        std::fs::write(&file, json!({"nodes": nodes}).to_string()).unwrap();
-        self.ok(&["apply", file.to_str().unwrap()]);
-    }
-
-    fn show(&self, node: &str) -> Value {
-        serde_json::from_str(&self.ok(&["node", "show", node, "--json"])).unwrap()
-    }
-
-    fn events(&self, node: &str) -> Vec<Value> {
-        self.ok(&["events", "--node", node, "--json"])
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
-    }
-
-    fn db(&self) -> bootvol::db::Db {
-        bootvol::db::Db::open(&self.path("bootvol.db")).unwrap()
-    }
+fn events(app: &Appliance, node: &str) -> Vec<Value> {
+    app.ok(&["events", "--node", node, "--json"])
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
 }
 
 fn iscsi_node(name: &str, mac: &str) -> Value {
@@ -109,7 +54,7 @@ fn event_types(events: &[Value]) -> Vec<String> {
 
 #[test]
 fn deploy_boots_the_volume_and_undeploy_removes_the_script() {
-    let app = Appliance::new("");
+    let app = appliance("");
     app.apply(json!([iscsi_node("n1", "52:54:00:d0:00:01")]));
     let mac = ["render", "--mac", "52:54:00:d0:00:01"];
     assert!(
@@ -130,7 +75,7 @@ fn deploy_boots_the_volume_and_undeploy_removes_the_script() {
     assert_eq!(node["node"]["instance_info"]["boot_option"], "netboot");
     assert_eq!(node["node"]["driver_internal_info"]["boot_device"], "pxe");
     assert!(app.ok(&mac).contains("sanboot --no-describe --drive 0x80"));
-    let types = event_types(&app.events("n1"));
+    let types = event_types(&events(&app, "n1"));
     for expected in [
         "baremetal.node.provision_set.start",
         "baremetal.node.power_set.start",
@@ -150,7 +95,7 @@ fn deploy_boots_the_volume_and_undeploy_removes_the_script() {
 
 #[test]
 fn hba_nodes_boot_their_disk_and_failed_validation_is_deploy_failed() {
-    let app = Appliance::new("");
+    let app = appliance("");
     app.apply(json!([
         {"name": "hba", "driver": "fake", "storage_interface": "external", "properties": {"capabilities": "hba_boot:true"},
          "ports": [{"address": "52:54:00:d0:01:01"}], "volume_connectors": [{"type": "wwpn", "connector_id": "20000025b500000b"}],
@@ -186,7 +131,9 @@ fn hba_nodes_boot_their_disk_and_failed_validation_is_deploy_failed() {
     );
     assert_eq!(app.show("wrong")["node"]["provision_state"], "deploy failed");
     assert!(
-        app.events("wrong").iter().any(|e| e["event_type"] == "baremetal.node.provision_set.error")
+        events(&app, "wrong")
+            .iter()
+            .any(|e| e["event_type"] == "baremetal.node.provision_set.error")
     );
 
     let stderr = app.fails(&["node", "deploy", "plain"]);
@@ -195,7 +142,7 @@ fn hba_nodes_boot_their_disk_and_failed_validation_is_deploy_failed() {
 
 #[test]
 fn a_locked_node_refuses_a_second_action_and_a_crashed_one_is_recovered() {
-    let app = Appliance::new("");
+    let app = appliance("");
     app.apply(json!([iscsi_node("n1", "52:54:00:d0:02:01")]));
     let uuid = app.show("n1")["node"]["uuid"].as_str().unwrap().to_owned();
     // A live process (pid 1) holds the node.
@@ -221,7 +168,7 @@ fn a_locked_node_refuses_a_second_action_and_a_crashed_one_is_recovered() {
     assert_eq!(node["node"]["provision_state"], "deploy failed");
     // The power action that noticed it then ran (and, as any new action, cleared last_error);
     // the event says what happened.
-    let events = app.events("n1");
+    let events = events(&app, "n1");
     assert!(
         events.iter().any(|e| e["event_type"] == "baremetal.node.provision_set.error"
             && e["payload"]["error"].as_str().unwrap_or("").contains("the deploy was interrupted")),
@@ -238,7 +185,7 @@ fn a_locked_node_refuses_a_second_action_and_a_crashed_one_is_recovered() {
 fn power_toggles_cinder_attachments_and_a_failed_attach_aborts_power_on() {
     let Some(cinder) = Cinder::start() else { return };
     let proxy = FaultProxy::start(&cinder.url);
-    let app = Appliance::new(&format!(
+    let app = appliance(&format!(
         "[cinder]\nurl = \"{}/v3\"\nurl_timeout = 5\nretries = 1\nsync_interval = 0\n",
         proxy.url
     ));
@@ -277,12 +224,12 @@ fn power_toggles_cinder_attachments_and_a_failed_attach_aborts_power_on() {
     let stderr = app.fails(&["node", "undeploy", "n1"]);
     assert!(stderr.contains("detaching volumes failed"), "{stderr}");
     assert_eq!(app.show("n1")["node"]["provision_state"], "error");
-    let types = event_types(&app.events("n1"));
+    let types = event_types(&events(&app, "n1"));
     assert!(types.contains(&"baremetal.node.storage_detach.error".to_owned()), "{types:?}");
     proxy.clear();
     assert_eq!(app.ok(&["node", "undeploy", "n1"]).trim(), "n1: available");
     cinder.assert_free(&volume, "after undeploy");
-    let types = event_types(&app.events("n1"));
+    let types = event_types(&events(&app, "n1"));
     assert!(types.contains(&"baremetal.node.storage_detach.start".to_owned()));
     assert!(types.contains(&"baremetal.node.storage_detach.end".to_owned()));
     assert!(
@@ -338,7 +285,7 @@ fn serve_delivers_signed_events_to_the_webhook_and_retries() {
     let hook = rx.recv().unwrap();
     let http = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
     let tftp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-    let app = Appliance::new(&format!(
+    let app = appliance(&format!(
         "[tftp]\nlisten = \"{tftp}\"\nroot = \"/tmp\"\n[notifications]\nwebhook_url = \"http://{hook}/hook\"\nwebhook_secret = \"hook-secret\"\n[api]\nlisten = \"127.0.0.1:0\"\n"
     ));
     let config = std::fs::read_to_string(app.path("bootvol.toml"))
@@ -382,7 +329,7 @@ fn serve_delivers_signed_events_to_the_webhook_and_retries() {
 
 #[test]
 fn every_scenario_deploys_with_the_boot_device_it_needs_and_undeploys() {
-    let app = Appliance::new("");
+    let app = appliance("");
     std::fs::create_dir_all(app.path("files/nfs")).unwrap();
     std::fs::write(app.path("files/nfs/vmlinuz"), "kernel").unwrap();
     std::fs::write(app.path("files/nfs/initrd.img"), "initrd").unwrap();

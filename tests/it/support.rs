@@ -86,3 +86,88 @@ pub(crate) fn check_golden(name: &str, actual: &str) {
         }
     }
 }
+
+/// bootvol's configuration and database in a temporary folder, driven through the real
+/// `bootvol` binary as an operator drives it.
+pub(crate) struct Appliance {
+    pub(crate) dir: tempfile::TempDir,
+    /// Values that must never show in what bootvol writes to standard error (its logs).
+    never_logged: Vec<String>,
+}
+
+impl Appliance {
+    /// `config` gets the folder and returns the configuration file's text.
+    pub(crate) fn with_config(config: impl FnOnce(&Path) -> String) -> Appliance {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("bootvol.toml"), config(dir.path())).unwrap();
+        Appliance { dir, never_logged: Vec::new() }
+    }
+
+    /// Runs every command with debug logging and fails when a log line shows one of `secrets`.
+    pub(crate) fn never_logging(mut self, secrets: &[&str]) -> Appliance {
+        self.never_logged = secrets.iter().map(|s| (*s).to_owned()).collect();
+        self
+    }
+
+    pub(crate) fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    #[allow(clippy::disallowed_methods)] // tests run the real binary
+    pub(crate) fn command(&self, args: &[&str]) -> std::process::Command {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_bootvol"));
+        command.arg("--config").arg(self.path("bootvol.toml")).args(args);
+        if !self.never_logged.is_empty() {
+            command.env("RUST_LOG", "debug");
+        }
+        command
+    }
+
+    pub(crate) fn run(&self, args: &[&str]) -> std::process::Output {
+        let output = self.command(args).output().expect("bootvol runs");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        for secret in &self.never_logged {
+            assert!(
+                !stderr.contains(secret.as_str()),
+                "bootvol {args:?} logged a secret: {stderr}"
+            );
+        }
+        output
+    }
+
+    pub(crate) fn ok(&self, args: &[&str]) -> String {
+        let output = self.run(args);
+        assert!(
+            output.status.success(),
+            "bootvol {args:?} failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).unwrap()
+    }
+
+    pub(crate) fn fails(&self, args: &[&str]) -> String {
+        let output = self.run(args);
+        assert!(
+            !output.status.success(),
+            "bootvol {args:?} should fail; it printed {}",
+            String::from_utf8_lossy(&output.stdout)
+        );
+        String::from_utf8(output.stderr).unwrap()
+    }
+
+    /// Applies `{"nodes": nodes}`.
+    pub(crate) fn apply(&self, nodes: serde_json::Value) {
+        let file = self.path("inventory.json");
+        std::fs::write(&file, serde_json::json!({"nodes": nodes}).to_string()).unwrap();
+        self.ok(&["apply", file.to_str().unwrap()]);
+    }
+
+    /// `bootvol node show NODE --json`.
+    pub(crate) fn show(&self, node: &str) -> serde_json::Value {
+        serde_json::from_str(&self.ok(&["node", "show", node, "--json"])).unwrap()
+    }
+
+    pub(crate) fn db(&self) -> Db {
+        Db::open(&self.path("bootvol.db")).unwrap()
+    }
+}
