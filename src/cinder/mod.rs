@@ -157,11 +157,6 @@ impl CinderClient {
         self.timeout
     }
 
-    /// Shortens the retry backoff (tests).
-    pub fn with_backoff(mut self, backoff: Duration) -> CinderClient {
-        self.backoff = backoff;
-        self
-    }
 
     /// The token and the endpoint to use now.
     async fn credentials(&self, force_renew: bool) -> Result<(String, String), CinderError> {

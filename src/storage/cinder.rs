@@ -63,22 +63,6 @@ impl CinderStorage {
         })
     }
 
-    /// The same, with a given client (tests shorten its backoff) and retry backoff.
-    pub fn with_client(
-        client: CinderClient,
-        db: SharedDb,
-        config: &Config,
-        backoff: Duration,
-    ) -> CinderStorage {
-        CinderStorage {
-            client: Arc::new(client),
-            db,
-            multipath: config.cinder.multipath,
-            retries: config.cinder.retries,
-            backoff,
-        }
-    }
-
     pub fn client(&self) -> &CinderClient {
         &self.client
     }
