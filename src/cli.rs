@@ -77,9 +77,19 @@ pub enum Command {
         #[arg(long, default_value_t = 100)]
         limit: u32,
     },
-    /// Run on an embedded default (in-memory database, sample inventory) and print every
-    /// sample node's scenario and script.
-    Demo,
+    /// Run on an embedded default: the sample inventory in a temporary database, every sample
+    /// node's scenario and script printed, then the boot listeners served until Ctrl-C.
+    Demo {
+        /// Print the scripts and exit, without serving.
+        #[arg(long)]
+        print: bool,
+        /// The boot HTTP listener.
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        http: std::net::SocketAddr,
+        /// The TFTP listener.
+        #[arg(long, default_value = "127.0.0.1:6969")]
+        tftp: std::net::SocketAddr,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -143,7 +153,7 @@ pub enum NodeAction {
 /// Runs one command.
 pub fn run(cli: Cli, out: &mut dyn Write) -> Result<()> {
     match cli.command {
-        Command::Demo => demo(out),
+        Command::Demo { print, http, tftp } => demo(print, http, tftp, out),
         command => {
             let (config, origin) = load_config(cli.config.as_deref())?;
             match command {
@@ -158,7 +168,7 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<()> {
                 Command::Events { node, json, limit } => {
                     events(&config, node.as_deref(), json, limit, out)
                 }
-                Command::Demo => unreachable_demo(),
+                Command::Demo { .. } => unreachable_demo(),
             }
         }
     }
@@ -516,15 +526,33 @@ fn script_for_config(
     script_for(templates, &config.boot_settings(), config.default.default_storage_interface, record)
 }
 
-fn demo(out: &mut dyn Write) -> Result<()> {
-    let config = Config::from_toml(DEMO_CONFIG, "embedded demo configuration")?;
+fn demo(
+    print_only: bool,
+    http: std::net::SocketAddr,
+    tftp: std::net::SocketAddr,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let folder = std::env::temp_dir().join(format!("bootvol-demo-{}", std::process::id()));
+    std::fs::create_dir_all(folder.join("files"))?;
+    let mut config = Config::from_toml(DEMO_CONFIG, "embedded demo configuration")?;
+    config.database.path = folder.join("bootvol.db");
+    config.http.files_root = folder.join("files");
+    config.http.listen = http;
+    config.http.public_url = format!("http://{http}");
+    config.tftp.listen = tftp;
     let specs = inventory::parse(DEMO_INVENTORY, Format::Json, &config)?;
-    let mut db = Db::open_in_memory()?;
+    let mut db = Db::open(&config.database.path)?;
     db.apply_inventory(&specs, false)?;
     let templates = templates(&config)?;
-    writeln!(out, "bootvol demo: {} sample nodes in an in-memory database\n", specs.len())?;
-    for record in db.node_records()? {
-        let script = script_for_config(&config, &templates, Some(&record));
+    writeln!(
+        out,
+        "bootvol demo: {} sample nodes in {}\n",
+        specs.len(),
+        config.database.path.display()
+    )?;
+    let records = db.node_records()?;
+    for record in &records {
+        let script = script_for_config(&config, &templates, Some(record));
         let macs: Vec<String> = record.ports.iter().map(|p| p.address.to_string()).collect();
         writeln!(
             out,
@@ -538,5 +566,23 @@ fn demo(out: &mut dyn Write) -> Result<()> {
         }
         writeln!(out, "{}", script.text)?;
     }
-    Ok(())
+    drop(db);
+    if print_only {
+        let _ = std::fs::remove_dir_all(&folder);
+        return Ok(());
+    }
+    let mac = records
+        .first()
+        .and_then(|r| r.ports.first())
+        .map(|p| p.address.hexhyp())
+        .unwrap_or_default();
+    writeln!(
+        out,
+        "Serving until Ctrl-C. Try:\n  curl {}/boot.ipxe\n  curl {}/boot/{mac}.ipxe\n  curl -s tftp://{tftp}/boot.ipxe",
+        config.http.public_url, config.http.public_url
+    )?;
+    out.flush()?;
+    let result = serve(config);
+    let _ = std::fs::remove_dir_all(&folder);
+    result
 }

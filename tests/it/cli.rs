@@ -220,10 +220,44 @@ fn check_config_names_the_bad_key() {
 #[test]
 #[allow(clippy::disallowed_methods)]
 fn demo_runs_without_configuration() {
-    let output = Command::new(env!("CARGO_BIN_EXE_bootvol")).arg("demo").output().unwrap();
+    let output =
+        Command::new(env!("CARGO_BIN_EXE_bootvol")).args(["demo", "--print"]).output().unwrap();
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let text = String::from_utf8(output.stdout).unwrap();
     for scenario in ["[iscsi]", "[fcoe]", "[aoe]", "[http-san]", "[nfs-root]", "[hba]", "[none]"] {
         assert!(text.contains(scenario), "demo lacks {scenario}");
     }
+}
+
+#[test]
+#[allow(clippy::disallowed_methods)]
+fn demo_serves_the_sample_nodes_until_interrupted() {
+    let http = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let tftp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bootvol"))
+        .args(["demo", "--http", &http.to_string(), "--tftp", &tftp.to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let agent: ureq::Agent =
+        ureq::Agent::config_builder().http_status_as_error(false).build().into();
+    let url = format!("http://{http}/boot/52-54-00-00-00-01.ipxe");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let body = loop {
+        if let Ok(mut response) = agent.get(&url).call() {
+            break response.body_mut().read_to_string().unwrap();
+        }
+        assert!(std::time::Instant::now() < deadline, "demo never served");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let _ = Command::new("kill").arg("-INT").arg(child.id().to_string()).status();
+    let status = child.wait().unwrap();
+    assert!(
+        body.contains(
+            "sanhook --drive 0x80 iscsi:192.0.2.5::3260:1:iqn.2024-01.org.example.san:vol-boot"
+        ),
+        "{body}"
+    );
+    assert!(status.success(), "Ctrl-C ends the demo cleanly: {status:?}");
 }
