@@ -6,6 +6,7 @@
 //! on SIGHUP, and swapped atomically: requests in flight keep the snapshot they started with.
 //! Listeners take already-bound sockets, so tests run the real thing on port 0.
 
+use std::future::IntoFuture;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::mpsc;
@@ -31,6 +32,8 @@ pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 pub struct Listeners {
     pub http: TcpListener,
     pub tftp: UdpSocket,
+    /// The Ironic-compatible REST API (`[api] listen`).
+    pub api: TcpListener,
 }
 
 impl Listeners {
@@ -42,7 +45,10 @@ impl Listeners {
         let tftp = UdpSocket::bind(config.tftp.listen)
             .await
             .with_context(|| format!("binding the TFTP listener on {}", config.tftp.listen))?;
-        Ok(Listeners { http, tftp })
+        let api = TcpListener::bind(config.api.listen)
+            .await
+            .with_context(|| format!("binding the REST API listener on {}", config.api.listen))?;
+        Ok(Listeners { http, tftp, api })
     }
 }
 
@@ -83,9 +89,14 @@ pub async fn serve(
     };
     let http_addr = listeners.http.local_addr()?;
     let tftp_addr = listeners.tftp.local_addr()?;
-    tracing::info!(http = %http_addr, tftp = %tftp_addr, nodes = snapshot.current.load().node_count(),
+    let api_addr = listeners.api.local_addr()?;
+    let api_state = crate::api::ApiState::new(Arc::new(config.clone()), conductor.clone());
+    tracing::info!(http = %http_addr, tftp = %tftp_addr, api = %api_addr, auth = ?config.api.auth_strategy, nodes = snapshot.current.load().node_count(),
         startup_ms = started.elapsed().as_millis() as u64, "serving");
-    let signals = tokio::spawn(handle_signals(snapshot.clone(), shutdown.clone()));
+    // Installed before any listener answers: a SIGTERM that arrives once a request was answered
+    // always drains, never kills the process outright.
+    let signals =
+        tokio::spawn(handle_signals(install_signals(), snapshot.clone(), shutdown.clone()));
     let background = start_background(&config, conductor, shutdown.clone());
     let tftp_handler = Arc::new(TftpBootFiles::new(Arc::clone(&snapshot.current), tftp_root));
     let tftp = tokio::spawn(crate::tftp::serve(
@@ -95,6 +106,11 @@ pub async fn serve(
         shutdown.clone(),
         DRAIN_TIMEOUT,
     ));
+    let api = tokio::spawn(
+        axum::serve(listeners.api, crate::api::router(api_state))
+            .with_graceful_shutdown(shutdown.clone().cancelled_owned())
+            .into_future(),
+    );
     let app = router(state).into_make_service_with_connect_info::<SocketAddr>();
     let http =
         axum::serve(listeners.http, app).with_graceful_shutdown(shutdown.clone().cancelled_owned());
@@ -111,10 +127,19 @@ pub async fn serve(
         Ok(result) => result.context("TFTP listener"),
         Err(e) => Err(anyhow::anyhow!("TFTP listener task: {e}")),
     };
+    // The API's actions in flight are the conductor's: they end with the process.
+    let api_result = match tokio::time::timeout(DRAIN_TIMEOUT, api).await {
+        Ok(Ok(result)) => result.context("REST API listener"),
+        Ok(Err(e)) => Err(anyhow::anyhow!("REST API listener task: {e}")),
+        Err(_) => {
+            tracing::warn!("drain timeout: REST API requests still in flight");
+            Ok(())
+        }
+    };
     signals.abort();
     background.abort();
     tracing::info!("stopped");
-    http_result.and(tftp_result)
+    http_result.and(tftp_result).and(api_result)
 }
 
 /// The conductor's background work, beside the listeners (an unreachable Cinder or BMC delays
@@ -313,13 +338,19 @@ impl Watcher {
     }
 }
 
-async fn handle_signals(snapshot: SnapshotHandle, shutdown: CancellationToken) {
+type Signals = (
+    std::io::Result<tokio::signal::unix::Signal>,
+    std::io::Result<tokio::signal::unix::Signal>,
+    std::io::Result<tokio::signal::unix::Signal>,
+);
+
+fn install_signals() -> Signals {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::hangup()),
-    ) else {
+    (signal(SignalKind::terminate()), signal(SignalKind::interrupt()), signal(SignalKind::hangup()))
+}
+
+async fn handle_signals(signals: Signals, snapshot: SnapshotHandle, shutdown: CancellationToken) {
+    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = signals else {
         tracing::error!("cannot install signal handlers");
         return;
     };

@@ -89,6 +89,9 @@ pub enum Command {
         /// The TFTP listener.
         #[arg(long, default_value = "127.0.0.1:6969")]
         tftp: std::net::SocketAddr,
+        /// The REST API (noauth in the demo).
+        #[arg(long, default_value = "127.0.0.1:6385")]
+        api: std::net::SocketAddr,
     },
 }
 
@@ -153,7 +156,7 @@ pub enum NodeAction {
 /// Runs one command.
 pub fn run(cli: Cli, out: &mut dyn Write) -> Result<()> {
     match cli.command {
-        Command::Demo { print, http, tftp } => demo(print, http, tftp, out),
+        Command::Demo { print, http, tftp, api } => demo(print, [http, tftp, api], out),
         command => {
             let (config, origin) = load_config(cli.config.as_deref())?;
             match command {
@@ -528,8 +531,7 @@ fn script_for_config(
 
 fn demo(
     print_only: bool,
-    http: std::net::SocketAddr,
-    tftp: std::net::SocketAddr,
+    [http, tftp, api]: [std::net::SocketAddr; 3],
     out: &mut dyn Write,
 ) -> Result<()> {
     let folder = std::env::temp_dir().join(format!("bootvol-demo-{}", std::process::id()));
@@ -540,6 +542,7 @@ fn demo(
     config.http.listen = http;
     config.http.public_url = format!("http://{http}");
     config.tftp.listen = tftp;
+    config.api.listen = api;
     let specs = inventory::parse(DEMO_INVENTORY, Format::Json, &config)?;
     let mut db = Db::open(&config.database.path)?;
     db.apply_inventory(&specs, false)?;
@@ -578,7 +581,8 @@ fn demo(
         .unwrap_or_default();
     writeln!(
         out,
-        "Serving until Ctrl-C. Try:\n  curl {}/boot.ipxe\n  curl {}/boot/{mac}.ipxe\n  curl -s tftp://{tftp}/boot.ipxe",
+        "Serving until Ctrl-C. Try:\n  curl {}/boot.ipxe\n  curl {}/boot/{mac}.ipxe\n  curl -s tftp://{tftp}/boot.ipxe\n  \
+         baremetal --os-auth-type none --os-endpoint http://{api} node list",
         config.http.public_url, config.http.public_url
     )?;
     out.flush()?;

@@ -144,6 +144,27 @@ fn check_unique(specs: &[NodeSpec], errors: &mut Vec<String>) {
     }
 }
 
+/// One node given as a JSON object (the REST API's create body, or a stored node after a JSON
+/// patch), checked exactly as [`parse`] checks a node of a file. Errors name the field.
+pub fn parse_node(value: &Value, config: &Config) -> Result<NodeSpec, String> {
+    node_spec(value, config)
+}
+
+/// One port as a JSON object (`address`, `uuid`, `extra`), checked as [`parse`] checks it.
+pub fn parse_port(value: &Value) -> Result<PortSpec, String> {
+    port_spec(value)
+}
+
+/// One volume connector as a JSON object, checked (and its id made canonical) as [`parse`] does.
+pub fn parse_connector(value: &Value) -> Result<ConnectorSpec, String> {
+    connector_spec(value)
+}
+
+/// One volume target as a JSON object, its `properties` checked as [`parse`] checks them.
+pub fn parse_target(value: &Value) -> Result<TargetSpec, String> {
+    target_spec(value)
+}
+
 fn node_spec(value: &Value, config: &Config) -> Result<NodeSpec, String> {
     let mut o = Object::new(value, "node")?;
     let name = o.string("name")?.ok_or("name: missing")?;

@@ -12,8 +12,10 @@
 //! - [`secrets`]: which fields are secrets, and masking them.
 //! - [`db`]: the repository over SQLite; the only module that knows SQL.
 //! - [`boot`]: scenario decision, boot context and iPXE rendering; pure.
+//! - [`api`]: the Ironic-compatible REST API (`bootvol serve`); the only module that knows its JSON.
 //! - [`cli`]: the `bootvol` commands, wiring the above together.
 
+pub mod api;
 pub mod app;
 pub mod boot;
 pub mod capabilities;

@@ -157,7 +157,6 @@ impl CinderClient {
         self.timeout
     }
 
-
     /// The token and the endpoint to use now.
     async fn credentials(&self, force_renew: bool) -> Result<(String, String), CinderError> {
         match &self.auth {

@@ -4,6 +4,7 @@
 //! named in the domain (`node_record_by_mac`, `apply_inventory`). Values come out as `model`
 //! types; a row that does not parse is reported as corrupt, never passed on.
 
+mod api;
 mod apply;
 mod locks;
 mod migrations;
@@ -16,6 +17,7 @@ use std::time::Duration;
 
 use rusqlite::Connection;
 
+pub use api::{ChildKind, Stamped, WriteError};
 pub use apply::{ApplyError, ApplyReport};
 pub use locks::{LockHolder, ProcessId};
 pub use volumes::{AttachmentRecord, AttachmentState, Event};

@@ -234,8 +234,17 @@ fn demo_runs_without_configuration() {
 fn demo_serves_the_sample_nodes_until_interrupted() {
     let http = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
     let tftp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let api = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_bootvol"))
-        .args(["demo", "--http", &http.to_string(), "--tftp", &tftp.to_string()])
+        .args([
+            "demo",
+            "--http",
+            &http.to_string(),
+            "--tftp",
+            &tftp.to_string(),
+            "--api",
+            &api.to_string(),
+        ])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()

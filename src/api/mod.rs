@@ -1,0 +1,707 @@
+//! The Ironic-compatible REST API (`[api] listen`, served by `bootvol serve`): the only module
+//! that knows the API's JSON.
+//!
+//! A subset of Ironic's v1 API that the real `baremetal` CLI, `openstack baremetal` and
+//! openstacksdk drive unchanged: the version documents, microversion negotiation (1.1 to
+//! [`MAX_MINOR`]; volume endpoints from 1.32, `storage_interface` from 1.33), nodes, ports,
+//! volume connectors and targets, power and provision actions (answered 202, run by the
+//! conductor in the background), validation and the boot device. Errors have Ironic's shape;
+//! every secret is masked; `http_basic` (bcrypt htpasswd) or `noauth`.
+//!
+//! Every write is checked by the `inventory` parsers (the same checks as an inventory file)
+//! before it reaches `db`, in one transaction.
+
+mod resources;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use crate::conductor::Conductor;
+use crate::config::{ApiAuthStrategy, Config};
+
+/// The lowest microversion served (and the one a request without a version header gets).
+pub const MIN_MINOR: u32 = 1;
+/// The highest microversion served.
+pub const MAX_MINOR: u32 = 38;
+/// Volume connectors and targets appear at this microversion.
+pub const VOLUME_MINOR: u32 = 32;
+/// `storage_interface` appears at this microversion.
+pub const STORAGE_INTERFACE_MINOR: u32 = 33;
+/// The largest request body accepted.
+pub const MAX_BODY: usize = 1024 * 1024;
+
+const MIN_HEADER: &str = "X-OpenStack-Ironic-API-Minimum-Version";
+const MAX_HEADER: &str = "X-OpenStack-Ironic-API-Maximum-Version";
+const VERSION_HEADER: &str = "X-OpenStack-Ironic-API-Version";
+const REQUEST_ID_HEADER: &str = "X-OpenStack-Request-Id";
+
+/// What the handlers share.
+#[derive(Clone)]
+pub struct ApiState {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    conductor: Conductor,
+    config: Arc<Config>,
+    auth: Auth,
+}
+
+impl std::fmt::Debug for ApiState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiState").field("auth", &self.inner.auth).finish()
+    }
+}
+
+impl ApiState {
+    /// The API over `conductor`; with `http_basic`, the user file is read now (a file that
+    /// cannot be read is logged and every authenticated request is refused).
+    pub fn new(config: Arc<Config>, conductor: Conductor) -> ApiState {
+        let auth = match config.api.auth_strategy {
+            ApiAuthStrategy::Noauth => Auth::Noauth,
+            ApiAuthStrategy::HttpBasic => {
+                match load_htpasswd(&config.api.http_basic_auth_user_file) {
+                    Ok(users) => Auth::Basic { users, verified: Mutex::new(HashSet::new()) },
+                    Err(e) => {
+                        tracing::error!(error = %e, "api.http_basic_auth_user_file unusable: every API request will be refused");
+                        Auth::Broken
+                    }
+                }
+            }
+        };
+        ApiState { inner: Arc::new(Inner { conductor, config, auth }) }
+    }
+}
+
+enum Auth {
+    Noauth,
+    /// user -> bcrypt hash; `verified` remembers digests of credentials already checked, so
+    /// bcrypt's cost is paid once per client, not once per request.
+    Basic {
+        users: HashMap<String, String>,
+        verified: Mutex<HashSet<[u8; 32]>>,
+    },
+    Broken,
+}
+
+impl std::fmt::Debug for Auth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Auth::Noauth => f.write_str("noauth"),
+            Auth::Basic { users, .. } => write!(f, "http_basic ({} users)", users.len()),
+            Auth::Broken => f.write_str("http_basic (no usable user file)"),
+        }
+    }
+}
+
+/// Reads an htpasswd file: `user:hash` lines with bcrypt hashes (`$2y$`, `$2b$`, `$2a$`).
+fn load_htpasswd(path: &std::path::Path) -> Result<HashMap<String, String>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut users = HashMap::new();
+    for (number, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let Some((user, hash)) = line.split_once(':') else {
+            return Err(format!("{} line {}: not user:hash", path.display(), number + 1));
+        };
+        if !(hash.starts_with("$2y$") || hash.starts_with("$2b$") || hash.starts_with("$2a$")) {
+            return Err(format!(
+                "{} line {}: only bcrypt entries are supported (htpasswd -B)",
+                path.display(),
+                number + 1
+            ));
+        }
+        users.insert(user.to_owned(), hash.to_owned());
+    }
+    Ok(users)
+}
+
+impl Auth {
+    fn check(&self, headers: &HeaderMap) -> Result<(), ApiError> {
+        let users = match self {
+            Auth::Noauth => return Ok(()),
+            Auth::Broken => return Err(ApiError::unauthorized()),
+            Auth::Basic { users, .. } => users,
+        };
+        let credentials = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Basic ").or_else(|| v.strip_prefix("basic ")))
+            .and_then(|b64| {
+                use base64::Engine;
+                base64::engine::general_purpose::STANDARD.decode(b64.trim()).ok()
+            })
+            .and_then(|raw| String::from_utf8(raw).ok())
+            .ok_or_else(ApiError::unauthorized)?;
+        let (user, password) = credentials.split_once(':').ok_or_else(ApiError::unauthorized)?;
+        let hash = users.get(user).ok_or_else(ApiError::unauthorized)?;
+        let digest: [u8; 32] = {
+            use sha2::Digest;
+            let mut h = sha2::Sha256::new();
+            h.update(hash.as_bytes());
+            h.update([0]);
+            h.update(credentials.as_bytes());
+            h.finalize().into()
+        };
+        if let Auth::Basic { verified, .. } = self
+            && verified.lock().unwrap_or_else(|p| p.into_inner()).contains(&digest)
+        {
+            return Ok(());
+        }
+        if bcrypt::verify(password, hash).unwrap_or(false) {
+            if let Auth::Basic { verified, .. } = self {
+                let mut set = verified.lock().unwrap_or_else(|p| p.into_inner());
+                if set.len() > 1024 {
+                    set.clear();
+                }
+                set.insert(digest);
+            }
+            Ok(())
+        } else {
+            Err(ApiError::unauthorized())
+        }
+    }
+}
+
+/// The API's routes (every path goes through one dispatcher, so trailing slashes, node names
+/// and Ironic's error shapes are handled in one place).
+pub fn router(state: ApiState) -> Router {
+    Router::new().fallback(handle).with_state(state)
+}
+
+/// An error with Ironic's shape.
+#[derive(Debug)]
+pub(crate) struct ApiError {
+    status: StatusCode,
+    message: String,
+}
+
+impl ApiError {
+    pub(crate) fn new(status: StatusCode, message: impl Into<String>) -> ApiError {
+        ApiError { status, message: message.into() }
+    }
+    pub(crate) fn bad_request(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, message)
+    }
+    pub(crate) fn not_found(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::NOT_FOUND, message)
+    }
+    pub(crate) fn conflict(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::CONFLICT, message)
+    }
+    pub(crate) fn not_acceptable(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::NOT_ACCEPTABLE, message)
+    }
+    pub(crate) fn internal(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, message)
+    }
+    fn unauthorized() -> ApiError {
+        ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "The request you have made requires authentication.",
+        )
+    }
+    fn method_not_allowed() -> ApiError {
+        ApiError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "The method is not allowed for this resource.",
+        )
+    }
+
+    fn into_response(self) -> Response {
+        let fault = json!({
+            "faultstring": self.message,
+            "faultcode": if self.status.is_server_error() { "Server" } else { "Client" },
+            "debuginfo": null,
+        });
+        let body = json!({ "error_message": fault.to_string() });
+        let mut response = json_response(self.status, &body);
+        if self.status == StatusCode::UNAUTHORIZED {
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Basic realm=\"Baremetal API\""),
+            );
+        }
+        response
+    }
+}
+
+impl From<crate::db::DbError> for ApiError {
+    fn from(e: crate::db::DbError) -> Self {
+        tracing::error!(error = %e, "API database error");
+        ApiError::internal(e.to_string())
+    }
+}
+
+impl From<crate::db::WriteError> for ApiError {
+    fn from(e: crate::db::WriteError) -> Self {
+        match e {
+            crate::db::WriteError::Conflict(m) => ApiError::conflict(m),
+            crate::db::WriteError::NotFound(m) => ApiError::bad_request(m),
+            crate::db::WriteError::Db(e) => e.into(),
+        }
+    }
+}
+
+pub(crate) type ApiResult = Result<Response, ApiError>;
+
+/// A JSON answer with `Content-Type: application/json`.
+pub(crate) fn json_response(status: StatusCode, body: &Value) -> Response {
+    (status, [(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
+}
+
+/// One request, parsed.
+#[derive(Debug)]
+pub(crate) struct Request {
+    pub(crate) method: Method,
+    /// Path segments after `/v1`.
+    pub(crate) segments: Vec<String>,
+    pub(crate) query: Vec<(String, String)>,
+    /// The negotiated minor version.
+    pub(crate) minor: u32,
+    /// `http://<Host>`, for links.
+    pub(crate) base: String,
+    pub(crate) body: Bytes,
+}
+
+impl Request {
+    pub(crate) fn param(&self, key: &str) -> Option<&str> {
+        self.query.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+    }
+
+    /// The body as JSON.
+    pub(crate) fn json(&self) -> Result<Value, ApiError> {
+        if self.body.is_empty() {
+            return Err(ApiError::bad_request(
+                "The request has no body; a JSON document is expected.",
+            ));
+        }
+        serde_json::from_slice(&self.body)
+            .map_err(|e| ApiError::bad_request(format!("The request body is not valid JSON: {e}")))
+    }
+}
+
+async fn handle(
+    State(state): State<ApiState>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let request_id = format!("req-{}", crate::model::new_uuid());
+    let negotiated = negotiate(&headers);
+    let minor = negotiated.as_ref().map_or(MIN_MINOR, |m| *m);
+    let result = match negotiated {
+        Err(e) => Err(e),
+        Ok(minor) => dispatch(&state, method.clone(), &uri, &headers, body, minor).await,
+    };
+    let mut response = result.unwrap_or_else(ApiError::into_response);
+    let status = response.status();
+    let h = response.headers_mut();
+    let mut put = |name: &'static str, value: String| {
+        if let Ok(v) = HeaderValue::from_str(&value) {
+            h.insert(name, v);
+        }
+    };
+    put(MIN_HEADER, format!("1.{MIN_MINOR}"));
+    put(MAX_HEADER, format!("1.{MAX_MINOR}"));
+    put(VERSION_HEADER, format!("1.{minor}"));
+    put(REQUEST_ID_HEADER, request_id.clone());
+    tracing::info!(%method, path = uri.path(), status = status.as_u16(), request_id, version = format!("1.{minor}"), "api request");
+    response
+}
+
+/// The microversion asked for: `X-OpenStack-Ironic-API-Version: 1.N|latest`, else
+/// `OpenStack-API-Version: baremetal 1.N`, else the minimum. 406 when out of range.
+fn negotiate(headers: &HeaderMap) -> Result<u32, ApiError> {
+    let asked = headers
+        .get(VERSION_HEADER)
+        .map(|v| v.to_str().unwrap_or("?").trim().to_owned())
+        .or_else(|| {
+            let value = headers.get("OpenStack-API-Version")?.to_str().ok()?;
+            value.split(',').find_map(|part| {
+                let mut words = part.split_whitespace();
+                (words.next()?.eq_ignore_ascii_case("baremetal"))
+                    .then(|| words.next().unwrap_or("?").to_owned())
+            })
+        });
+    let Some(asked) = asked else { return Ok(MIN_MINOR) };
+    if asked.eq_ignore_ascii_case("latest") {
+        return Ok(MAX_MINOR);
+    }
+    let range = format!("Supported version range is 1.{MIN_MINOR} to 1.{MAX_MINOR}.");
+    let minor = asked.strip_prefix("1.").and_then(|m| m.parse::<u32>().ok()).ok_or_else(|| {
+        ApiError::not_acceptable(format!("Invalid API version {asked:?}. {range}"))
+    })?;
+    if !(MIN_MINOR..=MAX_MINOR).contains(&minor) {
+        return Err(ApiError::not_acceptable(format!(
+            "Version {asked} was requested but it is not supported. {range}"
+        )));
+    }
+    Ok(minor)
+}
+
+fn version_object(base: &str) -> Value {
+    json!({
+        "id": "v1",
+        "status": "CURRENT",
+        "min_version": format!("1.{MIN_MINOR}"),
+        "version": format!("1.{MAX_MINOR}"),
+        "links": [{"href": format!("{base}/v1/"), "rel": "self"}],
+    })
+}
+
+async fn dispatch(
+    state: &ApiState,
+    method: Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: Body,
+    minor: u32,
+) -> ApiResult {
+    let host = headers
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .filter(|h| h.bytes().all(|b| b.is_ascii_graphic()))
+        .map_or_else(|| state.inner.config.api.listen.to_string(), str::to_owned);
+    let base = format!("http://{host}");
+    let path = uri.path();
+    let trimmed = path.trim_end_matches('/');
+    let segments: Vec<&str> =
+        if trimmed.is_empty() { Vec::new() } else { trimmed[1..].split('/').collect() };
+    if segments.iter().any(|s| s.is_empty()) {
+        return Err(ApiError::not_found(format!("The resource {path} could not be found.")));
+    }
+    match segments.as_slice() {
+        [] => {
+            if method != Method::GET && method != Method::HEAD {
+                return Err(ApiError::method_not_allowed());
+            }
+            let v1 = version_object(&base);
+            return Ok(json_response(
+                StatusCode::OK,
+                &json!({
+                    "name": "OpenStack Ironic API",
+                    "description": "Ironic is an OpenStack project which enables the provision and management of baremetal machines (served by bootvol).",
+                    "default_version": v1,
+                    "versions": [v1],
+                }),
+            ));
+        }
+        ["v1"] => {
+            if method != Method::GET && method != Method::HEAD {
+                return Err(ApiError::method_not_allowed());
+            }
+            let link = |name: &str| {
+                json!([{"href": format!("{base}/v1/{name}/"), "rel": "self"},
+                       {"href": format!("{base}/{name}/"), "rel": "bookmark"}])
+            };
+            let mut doc = json!({
+                "id": "v1",
+                "version": version_object(&base),
+                "links": [{"href": format!("{base}/v1/"), "rel": "self"}],
+                "media_types": [{"base": "application/json", "type": "application/vnd.openstack.ironic.v1+json"}],
+                "nodes": link("nodes"),
+                "ports": link("ports"),
+            });
+            if minor >= VOLUME_MINOR
+                && let Some(map) = doc.as_object_mut()
+            {
+                map.insert("volume".into(), link("volume"));
+            }
+            return Ok(json_response(StatusCode::OK, &doc));
+        }
+        ["v1", ..] => {}
+        _ => return Err(ApiError::not_found(format!("The resource {path} could not be found."))),
+    }
+    state.inner.auth.check(headers)?;
+    let query = axum::extract::Query::<Vec<(String, String)>>::try_from_uri(uri)
+        .map_err(|e| ApiError::bad_request(format!("Invalid query string: {e}")))?
+        .0;
+    let too_large = || {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("The request body is larger than {MAX_BODY} bytes."),
+        )
+    };
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if matches!(method, Method::POST | Method::PUT | Method::PATCH)
+        && declared.is_some_and(|n| n > MAX_BODY as u64)
+    {
+        // Refused before reading a byte of it.
+        return Err(too_large());
+    }
+    let body = if matches!(method, Method::POST | Method::PUT | Method::PATCH) {
+        axum::body::to_bytes(body, MAX_BODY).await.map_err(|_| too_large())?
+    } else {
+        Bytes::new()
+    };
+    let request = Request {
+        method,
+        segments: segments[1..].iter().map(|s| (*s).to_owned()).collect(),
+        query,
+        minor,
+        base,
+        body,
+    };
+    resources::route(state, &request).await
+}
+
+/// Sorting, paging and field selection of a collection (`fields`, `detail`, `limit`,
+/// `marker`, `sort_key`, `sort_dir`), with the `next` link.
+pub(crate) fn collection(
+    request: &Request,
+    key: &str,
+    mut items: Vec<Value>,
+    default_fields: &[&str],
+    detail_path: bool,
+) -> ApiResult {
+    let detail = match request.param("detail") {
+        None => detail_path,
+        Some(v) if v.eq_ignore_ascii_case("true") || v == "1" => true,
+        Some(v) if v.eq_ignore_ascii_case("false") || v == "0" => detail_path,
+        Some(v) => return Err(ApiError::bad_request(format!("Invalid value for detail: {v:?}"))),
+    };
+    let fields = request.param("fields").map(parse_fields).transpose()?;
+    if fields.is_some() && detail {
+        return Err(ApiError::bad_request(
+            "Can not specify ?detail=True and fields in the same request.",
+        ));
+    }
+    let sort_key = request.param("sort_key").unwrap_or("created_at");
+    let sort_dir = request.param("sort_dir").unwrap_or("asc");
+    if sort_dir != "asc" && sort_dir != "desc" {
+        return Err(ApiError::bad_request(format!(
+            "Invalid sort direction: {sort_dir}. Acceptable values are 'asc' or 'desc'"
+        )));
+    }
+    if let Some(first) = items.first() {
+        match first.get(sort_key) {
+            None => {
+                return Err(ApiError::bad_request(format!(
+                    "The sort_key value {sort_key} is an invalid field for sorting"
+                )));
+            }
+            Some(Value::Object(_) | Value::Array(_)) => {
+                return Err(ApiError::bad_request(format!(
+                    "The sort_key value \"{sort_key}\" is an invalid field for sorting"
+                )));
+            }
+            Some(_) => {}
+        }
+        if let Some(fields) = &fields {
+            for f in fields {
+                if first.get(f).is_none() {
+                    return Err(ApiError::bad_request(format!("Field(s) \"{f}\" are not valid")));
+                }
+            }
+        }
+    }
+    items.sort_by(|a, b| {
+        let order =
+            compare(&a[sort_key], &b[sort_key]).then_with(|| compare(&a["uuid"], &b["uuid"]));
+        if sort_dir == "desc" { order.reverse() } else { order }
+    });
+    if let Some(marker) = request.param("marker") {
+        let at = items
+            .iter()
+            .position(|i| i["uuid"].as_str() == Some(marker))
+            .ok_or_else(|| ApiError::bad_request(format!("Marker {marker} could not be found.")))?;
+        items.drain(..=at);
+    }
+    let limit = match request.param("limit") {
+        None => None,
+        Some(text) => match text.parse::<u64>() {
+            Ok(0) => None,
+            Ok(n) => Some(usize::try_from(n.min(1000)).unwrap_or(1000)),
+            Err(_) => {
+                return Err(ApiError::bad_request(format!(
+                    "Invalid value for limit: {text:?}; a positive integer is expected"
+                )));
+            }
+        },
+    };
+    let mut next = None;
+    if let Some(limit) = limit
+        && items.len() > limit
+    {
+        items.truncate(limit);
+        let last = items.last().and_then(|i| i["uuid"].as_str()).unwrap_or_default().to_owned();
+        let mut query: Vec<(String, String)> =
+            request.query.iter().filter(|(k, _)| k != "marker" && k != "limit").cloned().collect();
+        query.push(("limit".into(), limit.to_string()));
+        query.push(("marker".into(), last));
+        let text: Vec<String> =
+            query.iter().map(|(k, v)| format!("{}={}", encode(k), encode(v))).collect();
+        let path = request.segments.join("/");
+        next = Some(format!("{}/v1/{path}?{}", request.base, text.join("&")));
+    }
+    let shown: Vec<Value> = items
+        .into_iter()
+        .map(|item| match (&fields, detail) {
+            (Some(fields), _) => select(item, fields),
+            (None, true) => item,
+            (None, false) => select(item, default_fields),
+        })
+        .collect();
+    let mut doc = json!({ key: shown });
+    if let (Some(next), Some(map)) = (next, doc.as_object_mut()) {
+        map.insert("next".into(), Value::String(next));
+    }
+    Ok(json_response(StatusCode::OK, &doc))
+}
+
+fn encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~' | b',') {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+fn compare(a: &Value, b: &Value) -> std::cmp::Ordering {
+    use std::cmp::Ordering;
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => {
+            x.as_f64().partial_cmp(&y.as_f64()).unwrap_or(Ordering::Equal)
+        }
+        (Value::String(x), Value::String(y)) => x.cmp(y),
+        (Value::Bool(x), Value::Bool(y)) => x.cmp(y),
+        (Value::Null, Value::Null) => Ordering::Equal,
+        (Value::Null, _) => Ordering::Less,
+        (_, Value::Null) => Ordering::Greater,
+        _ => a.to_string().cmp(&b.to_string()),
+    }
+}
+
+pub(crate) fn parse_fields(text: &str) -> Result<Vec<String>, ApiError> {
+    let fields: Vec<String> =
+        text.split(',').map(str::trim).filter(|f| !f.is_empty()).map(str::to_owned).collect();
+    if fields.is_empty() {
+        return Err(ApiError::bad_request("fields: give at least one field name"));
+    }
+    Ok(fields)
+}
+
+/// Keeps `fields` (and `links`) of a resource.
+pub(crate) fn select(item: Value, fields: &[impl AsRef<str>]) -> Value {
+    let Value::Object(map) = item else { return item };
+    let keep: HashSet<&str> = fields.iter().map(AsRef::as_ref).chain(["links"]).collect();
+    Value::Object(map.into_iter().filter(|(k, _)| keep.contains(k.as_str())).collect())
+}
+
+/// Applies a JSON patch (RFC 6902 `add`, `replace`, `remove`) to `doc`. `patchable` lists the
+/// top-level fields that may change; `read_only` those that exist but may not.
+pub(crate) fn apply_patch(
+    doc: &mut Value,
+    patch: &Value,
+    patchable: &[&str],
+    read_only: &[&str],
+) -> Result<Vec<String>, ApiError> {
+    let ops = patch
+        .as_array()
+        .ok_or_else(|| ApiError::bad_request("A JSON patch must be a list of operations."))?;
+    let mut touched = Vec::new();
+    for op in ops {
+        let obj = op
+            .as_object()
+            .ok_or_else(|| ApiError::bad_request("Each patch operation must be an object."))?;
+        let kind = obj.get("op").and_then(Value::as_str).ok_or_else(|| {
+            ApiError::bad_request("Each patch operation needs \"op\" (add, replace or remove).")
+        })?;
+        let path = obj.get("path").and_then(Value::as_str).ok_or_else(|| {
+            ApiError::bad_request("Each patch operation needs a \"path\" string.")
+        })?;
+        let parts: Vec<String> = path
+            .strip_prefix('/')
+            .ok_or_else(|| ApiError::bad_request(format!("Invalid patch path {path:?}")))?
+            .split('/')
+            .map(|p| p.replace("~1", "/").replace("~0", "~"))
+            .collect();
+        let root = parts[0].as_str();
+        if read_only.contains(&root) {
+            return Err(ApiError::bad_request(format!(
+                "'/{root}' is an internal attribute and can not be updated"
+            )));
+        }
+        if !patchable.contains(&root) {
+            return Err(ApiError::bad_request(format!(
+                "Invalid patch path {path:?}: {root:?} is not a field that can be updated (fields: {})",
+                patchable.join(", ")
+            )));
+        }
+        if parts.iter().any(String::is_empty) {
+            return Err(ApiError::bad_request(format!("Invalid patch path {path:?}")));
+        }
+        let value = obj.get("value");
+        for key in obj.keys() {
+            if !matches!(key.as_str(), "op" | "path" | "value") {
+                return Err(ApiError::bad_request(format!(
+                    "Invalid patch operation: unknown member {key:?}"
+                )));
+            }
+        }
+        let (parent_parts, last) = parts.split_at(parts.len() - 1);
+        let last = &last[0];
+        let mut parent = &mut *doc;
+        for part in parent_parts {
+            let next = match parent {
+                Value::Object(map) => map.get_mut(part),
+                _ => None,
+            };
+            parent = next.ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "Invalid patch path {path:?}: {part:?} does not exist"
+                ))
+            })?;
+        }
+        let Value::Object(map) = parent else {
+            return Err(ApiError::bad_request(format!(
+                "Invalid patch path {path:?}: its parent is not an object"
+            )));
+        };
+        match kind {
+            "add" | "replace" => {
+                let value = value.ok_or_else(|| {
+                    ApiError::bad_request(format!("Patch operation {kind} needs a \"value\"."))
+                })?;
+                if kind == "replace" && !parent_parts.is_empty() && !map.contains_key(last) {
+                    return Err(ApiError::bad_request(format!(
+                        "Can not replace {path}: it does not exist"
+                    )));
+                }
+                map.insert(last.clone(), value.clone());
+            }
+            "remove" => {
+                if map.remove(last).is_none_or(|v| v.is_null() && !parent_parts.is_empty()) {
+                    return Err(ApiError::bad_request(format!(
+                        "Can not remove {path}: it does not exist"
+                    )));
+                }
+            }
+            other => {
+                return Err(ApiError::bad_request(format!(
+                    "Invalid patch operation {other:?}: add, replace or remove"
+                )));
+            }
+        }
+        touched.push(root.to_owned());
+    }
+    Ok(touched)
+}
