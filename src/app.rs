@@ -82,15 +82,18 @@ pub async fn serve(
         crate::conductor::Conductor::new(Arc::new(config.clone()), db)?
             .with_on_change(Arc::new(move || reload.reload()))
     };
+    let recent = Arc::new(crate::recent::RecentBoots::default());
     let state = BootState {
         snapshot: Arc::clone(&snapshot.current),
         files,
         conductor: Some(conductor.clone()),
+        recent: Arc::clone(&recent),
     };
     let http_addr = listeners.http.local_addr()?;
     let tftp_addr = listeners.tftp.local_addr()?;
     let api_addr = listeners.api.local_addr()?;
-    let api_state = crate::api::ApiState::new(Arc::new(config.clone()), conductor.clone());
+    let api_state = crate::api::ApiState::new(Arc::new(config.clone()), conductor.clone())
+        .with_recent_boots(Arc::clone(&recent));
     tracing::info!(http = %http_addr, tftp = %tftp_addr, api = %api_addr, auth = ?config.api.auth_strategy, nodes = snapshot.current.load().node_count(),
         startup_ms = started.elapsed().as_millis() as u64, "serving");
     // Installed before any listener answers: a SIGTERM that arrives once a request was answered
@@ -98,7 +101,8 @@ pub async fn serve(
     let signals =
         tokio::spawn(handle_signals(install_signals(), snapshot.clone(), shutdown.clone()));
     let background = start_background(&config, conductor, shutdown.clone());
-    let tftp_handler = Arc::new(TftpBootFiles::new(Arc::clone(&snapshot.current), tftp_root));
+    let tftp_handler =
+        Arc::new(TftpBootFiles::new(Arc::clone(&snapshot.current), tftp_root).with_recent(recent));
     let tftp = tokio::spawn(crate::tftp::serve(
         listeners.tftp,
         tftp_handler,
@@ -107,9 +111,12 @@ pub async fn serve(
         DRAIN_TIMEOUT,
     ));
     let api = tokio::spawn(
-        axum::serve(listeners.api, crate::api::router(api_state))
-            .with_graceful_shutdown(shutdown.clone().cancelled_owned())
-            .into_future(),
+        axum::serve(
+            listeners.api,
+            crate::api::router(api_state).into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .with_graceful_shutdown(shutdown.clone().cancelled_owned())
+        .into_future(),
     );
     let app = router(state).into_make_service_with_connect_info::<SocketAddr>();
     let http =

@@ -15,6 +15,7 @@
 //! - [`api`]: the Ironic-compatible REST API (`bootvol serve`); the only module that knows its JSON.
 //! - [`cli`]: the `bootvol` commands, wiring the above together.
 
+pub mod admin;
 pub mod api;
 pub mod app;
 pub mod boot;
@@ -29,6 +30,7 @@ pub mod http;
 pub mod inventory;
 pub mod model;
 pub mod power;
+pub mod recent;
 pub mod secrets;
 pub mod storage;
 pub mod tftp;

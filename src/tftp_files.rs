@@ -26,6 +26,7 @@ pub struct TftpBootFiles {
     snapshot: Arc<ArcSwap<BootSnapshot>>,
     root: Option<FileRoot>,
     cache: Arc<Mutex<HashMap<PathBuf, CachedFile>>>,
+    recent: Arc<crate::recent::RecentBoots>,
 }
 
 #[derive(Debug, Clone)]
@@ -37,17 +38,25 @@ struct CachedFile {
 
 impl TftpBootFiles {
     pub fn new(snapshot: Arc<ArcSwap<BootSnapshot>>, root: Option<FileRoot>) -> TftpBootFiles {
-        TftpBootFiles { snapshot, root, cache: Arc::default() }
+        TftpBootFiles { snapshot, root, cache: Arc::default(), recent: Arc::default() }
+    }
+
+    /// Records script requests in `recent` (the admin page's recent boot requests).
+    pub fn with_recent(mut self, recent: Arc<crate::recent::RecentBoots>) -> TftpBootFiles {
+        self.recent = recent;
+        self
     }
 
     fn script(&self, name: &str, peer: SocketAddr) -> Option<Result<Bytes, TftpError>> {
         let snapshot = self.snapshot.load();
         if name == "boot.ipxe" {
             tracing::info!(%peer, file = name, "tftp: generic boot script");
+            self.recent.record("tftp", peer.ip(), None, None, "generic");
             return Some(Ok(snapshot.generic_script().clone()));
         }
         if name == "default.ipxe" || name == "boot/default.ipxe" {
             tracing::info!(%peer, file = name, scenario = "default", "tftp: boot script");
+            self.recent.record("tftp", peer.ip(), None, None, "default");
             return Some(Ok(snapshot.default_script().text.clone()));
         }
         let stem = name.strip_prefix("boot/")?.strip_suffix(".ipxe")?;
@@ -57,10 +66,12 @@ impl TftpBootFiles {
         Some(match snapshot.script(mac) {
             Some(script) => {
                 tracing::info!(%peer, %mac, node = script.node.as_deref().unwrap_or("-"), scenario = script.scenario, "tftp: boot script");
+                self.recent.record("tftp", peer.ip(), Some(mac), script.node.as_deref(), "script");
                 Ok(script.text.clone())
             }
             None => {
                 tracing::info!(%peer, %mac, scenario = "unknown", "tftp: boot script for an unknown MAC");
+                self.recent.record("tftp", peer.ip(), Some(mac), None, "unknown");
                 Err(TftpError::NotFound)
             }
         })

@@ -52,6 +52,7 @@ struct Inner {
     conductor: Conductor,
     config: Arc<Config>,
     auth: Auth,
+    recent: Arc<crate::recent::RecentBoots>,
 }
 
 impl std::fmt::Debug for ApiState {
@@ -76,7 +77,93 @@ impl ApiState {
                 }
             }
         };
-        ApiState { inner: Arc::new(Inner { conductor, config, auth }) }
+        let recent = Arc::default();
+        ApiState { inner: Arc::new(Inner { conductor, config, auth, recent }) }
+    }
+
+    /// The recent boot requests the admin page shows (fed by the boot listeners). Call it right
+    /// after [`ApiState::new`]: on a state already shared, the new one refuses every request
+    /// (fail closed).
+    pub fn with_recent_boots(self, recent: Arc<crate::recent::RecentBoots>) -> ApiState {
+        let inner = Arc::try_unwrap(self.inner).map_or_else(
+            |shared| Inner {
+                conductor: shared.conductor.clone(),
+                config: Arc::clone(&shared.config),
+                auth: Auth::Broken,
+                recent: Arc::clone(&recent),
+            },
+            |mut inner| {
+                inner.recent = Arc::clone(&recent);
+                inner
+            },
+        );
+        ApiState { inner: Arc::new(inner) }
+    }
+
+    /// The recent boot requests.
+    pub(crate) fn recent_boots(&self) -> &crate::recent::RecentBoots {
+        &self.inner.recent
+    }
+
+    /// Runs one `/v1/...` request through the API's own routes and checks (the `inventory`
+    /// parsers, `db::api`, the conductor), for a caller that has already authenticated its user
+    /// (the admin page). Answers the status and the JSON body; an error's body is its
+    /// `faultstring`, as a JSON string.
+    pub(crate) async fn internal_call(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> (StatusCode, Value) {
+        let segments: Vec<String> = path
+            .trim_start_matches("/v1/")
+            .trim_end_matches('/')
+            .split('/')
+            .map(str::to_owned)
+            .collect();
+        if segments.iter().any(|s| s.is_empty() || s == "." || s == "..") {
+            return (
+                StatusCode::NOT_FOUND,
+                Value::String(format!("The resource {path} could not be found.")),
+            );
+        }
+        let request = Request {
+            method,
+            segments,
+            query: Vec::new(),
+            minor: MAX_MINOR,
+            base: format!("http://{}", self.inner.config.api.listen),
+            body: body.map_or_else(Bytes::new, |b| Bytes::from(b.to_string())),
+        };
+        match resources::route(self, &request).await {
+            Ok(response) => {
+                let status = response.status();
+                let bytes = axum::body::to_bytes(response.into_body(), MAX_BODY * 8)
+                    .await
+                    .unwrap_or_default();
+                (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+            }
+            Err(e) => (e.status, Value::String(e.message)),
+        }
+    }
+
+    /// The configuration the API was started with.
+    pub(crate) fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    /// The conductor the API (and the admin page) acts through.
+    pub(crate) fn conductor(&self) -> &Conductor {
+        &self.inner.conductor
+    }
+
+    /// Checks a user and password against `[api] http_basic_auth_user_file`, as the API does
+    /// (the admin page's log-in). False without `http_basic` or a usable file. Blocking (bcrypt).
+    pub(crate) fn verify_password(&self, user: &str, password: &str) -> bool {
+        match &self.inner.auth {
+            Auth::Basic { users, .. } => self.inner.auth.verify(users, user, password),
+            Auth::Noauth | Auth::Broken => false,
+        }
     }
 }
 
@@ -143,7 +230,16 @@ impl Auth {
             .and_then(|raw| String::from_utf8(raw).ok())
             .ok_or_else(ApiError::unauthorized)?;
         let (user, password) = credentials.split_once(':').ok_or_else(ApiError::unauthorized)?;
-        let hash = users.get(user).ok_or_else(ApiError::unauthorized)?;
+        if self.verify(users, user, password) { Ok(()) } else { Err(ApiError::unauthorized()) }
+    }
+
+    /// Checks a user and password against the htpasswd entries (bcrypt), remembering
+    /// credentials already checked. Blocking: bcrypt costs tens of milliseconds.
+    fn verify(&self, users: &HashMap<String, String>, user: &str, password: &str) -> bool {
+        let Some(hash) = users.get(user) else {
+            return false;
+        };
+        let credentials = format!("{user}:{password}");
         let digest: [u8; 32] = {
             use sha2::Digest;
             let mut h = sha2::Sha256::new();
@@ -155,7 +251,7 @@ impl Auth {
         if let Auth::Basic { verified, .. } = self
             && verified.lock().unwrap_or_else(|p| p.into_inner()).contains(&digest)
         {
-            return Ok(());
+            return true;
         }
         if bcrypt::verify(password, hash).unwrap_or(false) {
             if let Auth::Basic { verified, .. } = self {
@@ -165,9 +261,9 @@ impl Auth {
                 }
                 set.insert(digest);
             }
-            Ok(())
+            true
         } else {
-            Err(ApiError::unauthorized())
+            false
         }
     }
 }
@@ -175,7 +271,8 @@ impl Auth {
 /// The API's routes (every path goes through one dispatcher, so trailing slashes, node names
 /// and Ironic's error shapes are handled in one place).
 pub fn router(state: ApiState) -> Router {
-    Router::new().fallback(handle).with_state(state)
+    let admin = crate::admin::router(state.clone());
+    Router::new().fallback(handle).with_state(state).merge(admin)
 }
 
 /// An error with Ironic's shape.

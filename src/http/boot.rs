@@ -23,6 +23,7 @@ pub(super) async fn generic(
 ) -> Response {
     let snapshot = state.snapshot.load();
     tracing::info!(%client, path = "/boot.ipxe", "generic boot script");
+    state.recent.record("http", client.ip(), None, None, "generic");
     script_response(StatusCode::OK, snapshot.generic_script().clone())
 }
 
@@ -39,6 +40,7 @@ pub(super) async fn per_mac(
     };
     if stem == "default" {
         tracing::info!(%client, mac = "-", node = "-", scenario = "default", "boot script");
+        state.recent.record("http", client.ip(), None, None, "default");
         return script_response(StatusCode::OK, snapshot.default_script().text.clone());
     }
     let mac: MacAddr = match stem.parse() {
@@ -48,6 +50,7 @@ pub(super) async fn per_mac(
     match snapshot.script(mac) {
         Some(script) => {
             let node = script.node.as_deref().unwrap_or("-");
+            state.recent.record("http", client.ip(), Some(mac), script.node.as_deref(), "script");
             match &script.problem {
                 None => {
                     tracing::info!(%client, %mac, node, scenario = script.scenario, "boot script")
@@ -60,6 +63,7 @@ pub(super) async fn per_mac(
         }
         None => {
             tracing::info!(%client, %mac, node = "-", scenario = "unknown", "boot script: unknown MAC");
+            state.recent.record("http", client.ip(), Some(mac), None, "unknown");
             script_response(StatusCode::NOT_FOUND, snapshot.default_script().text.clone())
         }
     }

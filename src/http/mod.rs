@@ -25,6 +25,8 @@ pub struct BootState {
     pub files: Option<FileRoot>,
     /// For the deploy ramdisk's call-back (scenario 4).
     pub conductor: Option<crate::conductor::Conductor>,
+    /// Recent boot requests, for the admin page.
+    pub recent: Arc<crate::recent::RecentBoots>,
 }
 
 /// The boot listener's routes.

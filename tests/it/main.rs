@@ -1,6 +1,7 @@
 //! bootvol's single integration-test binary: goldens for every scenario, hostile values, and the
 //! `bootvol` commands run as a user runs them.
 
+mod admin;
 mod api;
 mod cinder;
 mod cinder_support;

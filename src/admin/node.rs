@@ -1,0 +1,198 @@
+//! The node page: states, scenario, ports, connectors, targets (secrets masked), the exact
+//! script the node gets (secrets masked) and its events.
+
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use minijinja::context;
+use minijinja::value::Serde;
+use serde_json::{Map, Value, json};
+
+use super::session::Session;
+use super::{AdminState, logged_in};
+use crate::model::NodeRecord;
+use crate::secrets::{MASK, is_secret_key, mask, mask_map};
+
+/// The events shown on a node page.
+const EVENTS: u32 = 50;
+
+/// Every secret string (at any depth) of `map`.
+fn collect_secrets(map: &Map<String, Value>, out: &mut Vec<String>) {
+    for (key, value) in map {
+        match value {
+            Value::String(s) if is_secret_key(key) && !s.is_empty() => out.push(s.clone()),
+            Value::Object(inner) => collect_secrets(inner, out),
+            Value::Array(items) => {
+                for item in items {
+                    if let Value::Object(inner) = item {
+                        collect_secrets(inner, out);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The script with every secret value of the record replaced by [`MASK`].
+pub(super) fn masked_script(record: &NodeRecord, script: &str) -> String {
+    let mut maps = vec![
+        &record.node.driver_info,
+        &record.node.instance_info,
+        &record.node.driver_internal_info,
+    ];
+    maps.extend(record.volume_targets.iter().map(|t| &t.properties));
+    mask_secrets(script, &maps)
+}
+
+/// `text` with every secret string of `maps` replaced by [`MASK`].
+fn mask_secrets(text: &str, maps: &[&Map<String, Value>]) -> String {
+    let mut secrets = Vec::new();
+    for map in maps {
+        collect_secrets(map, &mut secrets);
+    }
+    // Longest first, so a secret that contains another is masked whole.
+    secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    let mut text = text.to_owned();
+    for secret in secrets {
+        text = text.replace(&secret, MASK);
+    }
+    text
+}
+
+pub(super) async fn node_page(
+    State(state): State<AdminState>,
+    Path(node): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let s = match logged_in(&state, &headers) {
+        Ok(s) => s,
+        Err(redirect) => return *redirect,
+    };
+    render_node(&state, &s, &node, StatusCode::OK, None, None).await
+}
+
+/// The node page, with the outcome of a form (`notice` or `problem`) when there was one.
+pub(super) async fn render_node(
+    state: &AdminState,
+    s: &Session,
+    node: &str,
+    status: StatusCode,
+    notice: Option<String>,
+    problem: Option<String>,
+) -> Response {
+    let conductor = state.api.conductor();
+    let record = match conductor.load(node).await {
+        Ok(record) => record,
+        Err(e) => {
+            return state.render(
+                StatusCode::NOT_FOUND,
+                "base.html.j2",
+                context! { user => s.user.clone(), csrf => s.csrf.clone(), error => format!("{e}") },
+            );
+        }
+    };
+    let config = state.api.config();
+    let default = conductor.default_storage();
+    let (script, script_problem) =
+        match crate::boot::Templates::new(config.boot.templates_dir.as_deref()) {
+            Ok(templates) => {
+                let script = crate::boot::script_for(
+                    &templates,
+                    &config.boot_settings(),
+                    default,
+                    Some(&record),
+                );
+                (masked_script(&record, &script.text), script.problem)
+            }
+            Err(e) => (String::new(), Some(format!("templates: {e}"))),
+        };
+    let uuid = record.node.uuid.clone();
+    let events = conductor.db().run(move |db| db.events(Some(&uuid), EVENTS)).await;
+    let (events, error) = match events {
+        Ok(events) => (
+            events
+                .into_iter()
+                .map(|e| {
+                    let mut payload = e.payload;
+                    mask(&mut payload);
+                    json!({"created_at": e.created_at, "level": e.level, "event_type": e.event_type,
+                           "payload": serde_json::to_string(&payload).unwrap_or_default()})
+                })
+                .collect::<Vec<_>>(),
+            None,
+        ),
+        Err(e) => (Vec::new(), Some(format!("events: {e}"))),
+    };
+    let error = match (problem, error) {
+        (Some(p), _) => Some(p),
+        (None, e) => e,
+    };
+    let macs: Vec<crate::model::MacAddr> = record.ports.iter().map(|p| p.address).collect();
+    let boots: Vec<Value> = state
+        .api
+        .recent_boots()
+        .newest_first()
+        .into_iter()
+        .filter(|h| h.mac.is_some_and(|m| macs.contains(&m)))
+        .take(50)
+        .map(|h| {
+            json!({"at": crate::timefmt::format_unix(h.at.max(0) as u64), "via": h.via,
+                   "client": h.client.to_string(), "mac": h.mac.map(|m| m.to_string())})
+        })
+        .collect();
+    let n = &record.node;
+    let node = json!({
+        "uuid": n.uuid, "name": n.name, "driver": n.driver.as_str(),
+        "power_state": n.power_state.map(|p| p.as_str()),
+        "provision_state": n.provision_state.as_str(),
+        "storage_interface": n.effective_storage_interface(default).as_str(),
+        "scenario": match crate::boot::decide(&record, default) {
+            Ok(scenario) => scenario.name().to_owned(),
+            Err(e) => format!("not bootable: {e}"),
+        },
+        "maintenance": n.maintenance, "last_error": n.last_error,
+    });
+    let ports: Vec<Value> =
+        record.ports.iter().map(|p| json!({"address": p.address.to_string()})).collect();
+    let connectors: Vec<Value> = record
+        .volume_connectors
+        .iter()
+        .map(|c| json!({"type": c.connector_type.as_str(), "connector_id": c.connector_id}))
+        .collect();
+    let targets: Vec<Value> = record
+        .volume_targets
+        .iter()
+        .map(|t| {
+            let mut properties = t.properties.clone();
+            mask_map(&mut properties);
+            json!({"boot_index": t.boot_index, "volume_type": t.volume_type.as_str(),
+                   "volume_id": t.volume_id,
+                   "properties": serde_json::to_string_pretty(&properties).unwrap_or_default()})
+        })
+        .collect();
+    state.render(
+        status,
+        "node.html.j2",
+        context! {
+            user => s.user.clone(), csrf => s.csrf.clone(), error => error, notice => notice,
+            node => Serde(node), ports => Serde(ports), connectors => Serde(connectors),
+            targets => Serde(targets), script => script, script_problem => script_problem,
+            events => Serde(events), boots => Serde(boots),
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_are_masked_in_scripts_longest_first() {
+        let driver_info = json!({"redfish_password": "pw", "user": "pw-not-secret-key"});
+        let instance_info = json!({"x": {"auth_password": "pwlonger"}, "list": [{"token": "tk"}]});
+        let maps = [driver_info.as_object().unwrap(), instance_info.as_object().unwrap()];
+        let text = mask_secrets("set password pwlonger\nset p pw\nset t tk\n", &maps);
+        assert_eq!(text, format!("set password {MASK}\nset p {MASK}\nset t {MASK}\n"));
+    }
+}

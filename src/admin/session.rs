@@ -1,0 +1,202 @@
+//! Admin sessions and the log-in rate limit: in memory, bounded, lost at restart (the operator
+//! logs in again).
+//!
+//! A session id is random (from the system's CSPRNG through `uuid` v4: 244 random bits); the
+//! cookie carries it with an HMAC-SHA256 under a key drawn at start, so a forged or altered
+//! cookie is refused before any lookup. Each session has its own random CSRF token.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+
+/// How long a logged-in session lives without being used.
+pub(super) const IDLE_TIMEOUT: Duration = Duration::from_secs(8 * 3600);
+/// How long an anonymous (log-in form) session lives.
+pub(super) const ANONYMOUS_TIMEOUT: Duration = Duration::from_secs(3600);
+/// At most this many sessions are kept; the oldest anonymous ones go first.
+pub(super) const MAX_SESSIONS: usize = 4096;
+/// Log-in attempts allowed per client address per [`LOGIN_WINDOW`].
+pub(super) const LOGIN_ATTEMPTS: u32 = 5;
+/// The window of [`LOGIN_ATTEMPTS`].
+pub(super) const LOGIN_WINDOW: Duration = Duration::from_secs(60);
+
+fn random_hex() -> String {
+    format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple())
+}
+
+/// A session as the handlers see it.
+#[derive(Debug, Clone)]
+pub(super) struct Session {
+    pub(super) user: Option<String>,
+    pub(super) csrf: String,
+}
+
+struct Entry {
+    session: Session,
+    expires: Instant,
+}
+
+/// The session store.
+pub(super) struct Sessions {
+    key: [u8; 32],
+    entries: Mutex<HashMap<String, Entry>>,
+}
+
+impl std::fmt::Debug for Sessions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Sessions")
+    }
+}
+
+/// Compares two tokens in time independent of where they differ.
+pub(super) fn same_token(a: &str, b: &str) -> bool {
+    a.len() == b.len()
+        && !a.is_empty()
+        && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+impl Sessions {
+    pub(super) fn new() -> Sessions {
+        use sha2::Digest;
+        let key: [u8; 32] = Sha256::digest(random_hex().as_bytes()).into();
+        Sessions { key, entries: Mutex::new(HashMap::new()) }
+    }
+
+    fn sign(&self, id: &str) -> String {
+        let mut mac = Hmac::<Sha256>::new_from_slice(&self.key).expect("any key length");
+        mac.update(id.as_bytes());
+        mac.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// The id inside a cookie whose signature is right.
+    fn verify<'a>(&self, cookie: &'a str) -> Option<&'a str> {
+        let (id, signature) = cookie.split_once('.')?;
+        same_token(signature, &self.sign(id)).then_some(id)
+    }
+
+    /// Opens a session; returns the cookie value and the session.
+    pub(super) fn open(&self, user: Option<String>) -> (String, Session) {
+        let id = random_hex();
+        let session = Session { user, csrf: random_hex() };
+        let timeout = if session.user.is_some() { IDLE_TIMEOUT } else { ANONYMOUS_TIMEOUT };
+        let now = Instant::now();
+        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        if entries.len() >= MAX_SESSIONS {
+            entries.retain(|_, e| e.expires > now);
+        }
+        if entries.len() >= MAX_SESSIONS {
+            let mut anonymous: Vec<(String, Instant)> = entries
+                .iter()
+                .filter(|(_, e)| e.session.user.is_none())
+                .map(|(k, e)| (k.clone(), e.expires))
+                .collect();
+            anonymous.sort_by_key(|(_, expires)| *expires);
+            for (k, _) in anonymous.into_iter().take(MAX_SESSIONS / 4) {
+                entries.remove(&k);
+            }
+        }
+        entries.insert(id.clone(), Entry { session: session.clone(), expires: now + timeout });
+        let cookie = format!("{id}.{}", self.sign(&id));
+        (cookie, session)
+    }
+
+    /// The live session of a cookie (its idle time restarts).
+    pub(super) fn get(&self, cookie: &str) -> Option<Session> {
+        let id = self.verify(cookie)?;
+        let now = Instant::now();
+        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        let entry = entries.get_mut(id)?;
+        if entry.expires <= now {
+            entries.remove(id);
+            return None;
+        }
+        let timeout = if entry.session.user.is_some() { IDLE_TIMEOUT } else { ANONYMOUS_TIMEOUT };
+        entry.expires = now + timeout;
+        Some(entry.session.clone())
+    }
+
+    /// Ends the session of a cookie.
+    pub(super) fn close(&self, cookie: &str) {
+        if let Some(id) = self.verify(cookie) {
+            self.entries.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
+        }
+    }
+}
+
+/// Log-in attempts per client address: at most `limit` per `window`.
+pub(super) struct LoginLimiter {
+    limit: u32,
+    window: Duration,
+    clients: Mutex<HashMap<String, (Instant, u32)>>,
+}
+
+impl std::fmt::Debug for LoginLimiter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoginLimiter").field("limit", &self.limit).finish_non_exhaustive()
+    }
+}
+
+impl LoginLimiter {
+    pub(super) fn new(limit: u32, window: Duration) -> LoginLimiter {
+        LoginLimiter { limit, window, clients: Mutex::new(HashMap::new()) }
+    }
+
+    /// Records an attempt; false when the client is over its limit.
+    pub(super) fn attempt(&self, client: &str) -> bool {
+        let now = Instant::now();
+        let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
+        if clients.len() > 10_000 {
+            clients.retain(|_, (start, _)| now.duration_since(*start) < self.window);
+        }
+        let entry = clients.entry(client.to_owned()).or_insert((now, 0));
+        if now.duration_since(entry.0) >= self.window {
+            *entry = (now, 0);
+        }
+        entry.1 += 1;
+        entry.1 <= self.limit
+    }
+
+    /// Forgets a client's attempts (after a successful log-in).
+    pub(super) fn reset(&self, client: &str) {
+        self.clients.lock().unwrap_or_else(|p| p.into_inner()).remove(client);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cookies_are_signed_and_sessions_close() {
+        let sessions = Sessions::new();
+        let (cookie, session) = sessions.open(Some("admin".into()));
+        assert_eq!(sessions.get(&cookie).unwrap().csrf, session.csrf);
+        let (id, _) = cookie.split_once('.').unwrap();
+        assert!(sessions.get(&format!("{id}.00")).is_none());
+        assert!(sessions.get(id).is_none());
+        sessions.close(&cookie);
+        assert!(sessions.get(&cookie).is_none());
+    }
+
+    #[test]
+    fn tokens_compare_exactly() {
+        assert!(same_token("abc", "abc"));
+        assert!(!same_token("abc", "abd"));
+        assert!(!same_token("", ""));
+        assert!(!same_token("ab", "abc"));
+    }
+
+    #[test]
+    fn limiter_counts_per_client_and_resets() {
+        let limiter = LoginLimiter::new(2, Duration::from_secs(60));
+        assert!(limiter.attempt("a"));
+        assert!(limiter.attempt("a"));
+        assert!(!limiter.attempt("a"));
+        assert!(limiter.attempt("b"));
+        limiter.reset("a");
+        assert!(limiter.attempt("a"));
+    }
+}

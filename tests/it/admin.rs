@@ -1,0 +1,529 @@
+//! The admin web page (`/admin/` on the API listener) of `app::serve` on 127.0.0.1:0, driven by
+//! a real HTTP client: log-in with the htpasswd file, the session cookie's flags, CSRF refusal
+//! on every POST, the per-address log-in rate limit, the nodes list, log-out.
+
+use std::time::{Duration, Instant};
+
+use bootvol::app::{Listeners, serve};
+use bootvol::config::Config;
+use tokio_util::sync::CancellationToken;
+
+use crate::support::config_text;
+
+const USER: &str = "operator";
+const PASSWORD: &str = "s3cret-pass";
+
+struct Admin {
+    base: String,
+    /// The boot HTTP listener of the same `serve`.
+    boot: String,
+    shutdown: CancellationToken,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Admin {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+struct Reply {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Reply {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+
+    /// The `name=value` of the admin cookie this reply sets.
+    fn cookie(&self) -> String {
+        let set = self.header("set-cookie").expect("a Set-Cookie header");
+        set.split(';').next().unwrap().trim().to_owned()
+    }
+
+    /// The CSRF token of the first form in the page.
+    fn csrf(&self) -> String {
+        let marker = "name=\"csrf\" value=\"";
+        let start = self.body.find(marker).expect("a csrf field") + marker.len();
+        let end = start + self.body[start..].find('"').unwrap();
+        self.body[start..end].to_owned()
+    }
+}
+
+fn encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+fn form(fields: &[(&str, &str)]) -> String {
+    fields.iter().map(|(k, v)| format!("{}={}", encode(k), encode(v))).collect::<Vec<_>>().join("&")
+}
+
+impl Admin {
+    fn start() -> Admin {
+        let dir = tempfile::tempdir().unwrap();
+        let htpasswd = dir.path().join("htpasswd");
+        let hash = bcrypt::hash(PASSWORD, 4).unwrap();
+        std::fs::write(&htpasswd, format!("{USER}:{hash}\n")).unwrap();
+        let text = format!(
+            "{}[api]\nauth_strategy = \"http_basic\"\nhttp_basic_auth_user_file = \"{}\"\n",
+            config_text(dir.path()),
+            htpasswd.display()
+        );
+        let config = Config::from_toml(&text, "test").unwrap();
+        let shutdown = CancellationToken::new();
+        let token = shutdown.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async move {
+                let http = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+                let tftp = tokio::net::UdpSocket::bind("127.0.0.1:0").await?;
+                let api = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+                tx.send((api.local_addr()?, http.local_addr()?)).unwrap();
+                serve(config, Listeners { http, tftp, api }, token).await
+            })
+        });
+        let (addr, boot) = rx.recv_timeout(Duration::from_secs(10)).expect("API bound");
+        let admin = Admin {
+            base: format!("http://{addr}"),
+            boot: format!("http://{boot}"),
+            shutdown,
+            _dir: dir,
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while admin.call("GET", "/admin/login", None, &[]).status != 200 {
+            assert!(Instant::now() < deadline, "admin page never answered");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        admin
+    }
+
+    fn call(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&str>,
+        headers: &[(&str, &str)],
+    ) -> Reply {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .max_redirects(0)
+            .build()
+            .into();
+        let mut request =
+            ureq::http::Request::builder().method(method).uri(format!("{}{path}", self.base));
+        if body.is_some() {
+            request = request.header("Content-Type", "application/x-www-form-urlencoded");
+        }
+        for (k, v) in headers {
+            request = request.header(*k, *v);
+        }
+        let mut response =
+            agent.run(request.body(body.unwrap_or("").to_owned()).unwrap()).expect("HTTP exchange");
+        let status = response.status().as_u16();
+        let headers = response
+            .headers()
+            .iter()
+            .map(|(k, v)| (k.as_str().to_owned(), v.to_str().unwrap_or("").to_owned()))
+            .collect();
+        let body = response.body_mut().read_to_string().unwrap_or_default();
+        assert!(status < 500, "{method} {path} answered {status}: {body}");
+        Reply { status, headers, body }
+    }
+
+    /// The login form: its anonymous session cookie and CSRF token.
+    fn login_form(&self) -> (String, String) {
+        let page = self.call("GET", "/admin/login", None, &[]);
+        assert_eq!(page.status, 200);
+        (page.cookie(), page.csrf())
+    }
+
+    fn login(&self, password: &str) -> Reply {
+        let (cookie, csrf) = self.login_form();
+        self.call(
+            "POST",
+            "/admin/login",
+            Some(&form(&[("csrf", &csrf), ("username", USER), ("password", password)])),
+            &[("Cookie", &cookie)],
+        )
+    }
+}
+
+#[test]
+fn login_session_cookie_nodes_list_and_logout() {
+    let admin = Admin::start();
+    let first = admin.call("GET", "/admin/", None, &[]);
+    assert_eq!(first.status, 303);
+    assert_eq!(first.header("location"), Some("/admin/login"));
+
+    let page = admin.call("GET", "/admin/login", None, &[]);
+    let set = page.header("set-cookie").unwrap().to_owned();
+    assert!(set.contains("HttpOnly") && set.contains("SameSite=Strict"), "{set}");
+    assert!(!set.contains("Secure"), "plain HTTP gets no Secure flag: {set}");
+    assert!(page.header("content-type").unwrap().starts_with("text/html"));
+
+    let anonymous = page.cookie();
+    let logged = admin.call(
+        "POST",
+        "/admin/login",
+        Some(&form(&[("csrf", &page.csrf()), ("username", USER), ("password", PASSWORD)])),
+        &[("Cookie", &anonymous)],
+    );
+    assert_eq!(logged.status, 303, "{}", logged.body);
+    assert_eq!(logged.header("location"), Some("/admin/"));
+    let cookie = logged.cookie();
+    assert_ne!(cookie, anonymous, "log-in issues a new session id");
+    // The anonymous session is gone: its cookie no longer opens the page.
+    assert_eq!(admin.call("GET", "/admin/", None, &[("Cookie", &anonymous)]).status, 303);
+
+    // A node made through the REST API shows in the list, with its states and scenario.
+    let agent: ureq::Agent =
+        ureq::Agent::config_builder().http_status_as_error(false).build().into();
+    let status = agent
+        .post(format!("{}/v1/nodes", admin.base))
+        .header("Authorization", &format!("Basic {}", basic(USER, PASSWORD)))
+        .header("X-OpenStack-Ironic-API-Version", "1.38")
+        .header("Content-Type", "application/json")
+        .send(r#"{"name": "node-1", "driver": "fake"}"#)
+        .map(|r| r.status().as_u16())
+        .unwrap();
+    assert_eq!(status, 201);
+    let nodes = admin.call("GET", "/admin/", None, &[("Cookie", &cookie)]);
+    assert_eq!(nodes.status, 200);
+    assert!(nodes.body.contains("<h2>Nodes</h2>"), "{}", nodes.body);
+    assert!(nodes.body.contains(USER));
+    assert!(nodes.body.contains(">node-1</a>"), "{}", nodes.body);
+    assert!(nodes.body.contains("enroll"), "{}", nodes.body);
+    assert!(nodes.body.contains("<td>none</td>"), "scenario of a volume-less node");
+    let csrf = nodes.csrf();
+
+    // Log-out needs the CSRF token too.
+    let refused = admin.call("POST", "/admin/logout", Some(""), &[("Cookie", &cookie)]);
+    assert_eq!(refused.status, 403);
+    assert!(refused.body.contains("CSRF"));
+    assert_eq!(admin.call("GET", "/admin/", None, &[("Cookie", &cookie)]).status, 200);
+    let out = admin.call(
+        "POST",
+        "/admin/logout",
+        Some(&form(&[("csrf", &csrf)])),
+        &[("Cookie", &cookie)],
+    );
+    assert_eq!(out.status, 303);
+    assert!(out.header("set-cookie").unwrap().contains("Max-Age=0"));
+    assert_eq!(admin.call("GET", "/admin/", None, &[("Cookie", &cookie)]).status, 303);
+}
+
+fn basic(user: &str, password: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
+}
+
+#[test]
+fn forms_without_the_csrf_token_are_refused() {
+    let admin = Admin::start();
+    let (cookie, csrf) = admin.login_form();
+    let creds = [("username", USER), ("password", PASSWORD)];
+    // No token, a wrong token, a token without its session: all refused, nothing logged in.
+    for (body, cookie) in [
+        (form(&creds), Some(cookie.as_str())),
+        (form(&[("csrf", "0123"), creds[0], creds[1]]), Some(cookie.as_str())),
+        (form(&[("csrf", &csrf), creds[0], creds[1]]), None),
+    ] {
+        let headers: Vec<(&str, &str)> = cookie.map(|c| ("Cookie", c)).into_iter().collect();
+        let reply = admin.call("POST", "/admin/login", Some(&body), &headers);
+        assert_eq!(reply.status, 403, "{}", reply.body);
+        assert!(reply.header("set-cookie").is_none());
+    }
+    // A forged cookie (right shape, wrong signature) is no session either.
+    let (id, _) = cookie.split_once('.').unwrap();
+    let forged = format!("{id}.{}", "0".repeat(64));
+    let reply = admin.call(
+        "POST",
+        "/admin/login",
+        Some(&form(&[("csrf", &csrf), creds[0], creds[1]])),
+        &[("Cookie", &forged)],
+    );
+    assert_eq!(reply.status, 403);
+    // Logged in, a POST with another session's token is refused.
+    let logged = admin.login(PASSWORD);
+    assert_eq!(logged.status, 303);
+    let reply = admin.call(
+        "POST",
+        "/admin/logout",
+        Some(&form(&[("csrf", &csrf)])),
+        &[("Cookie", &logged.cookie())],
+    );
+    assert_eq!(reply.status, 403);
+}
+
+#[test]
+fn login_attempts_are_rate_limited_per_address() {
+    let admin = Admin::start();
+    for _ in 0..5 {
+        let reply = admin.login("wrong");
+        assert_eq!(reply.status, 401, "{}", reply.body);
+        assert!(reply.body.contains("Wrong user or password"));
+    }
+    // Over the limit even the right password is refused, without a session.
+    let reply = admin.login(PASSWORD);
+    assert_eq!(reply.status, 429, "{}", reply.body);
+    assert!(reply.body.contains("Too many login attempts"));
+}
+
+#[test]
+fn secure_cookie_behind_tls() {
+    let admin = Admin::start();
+    let page = admin.call("GET", "/admin/login", None, &[("X-Forwarded-Proto", "https")]);
+    let set = page.header("set-cookie").unwrap();
+    assert!(set.contains("; Secure") && set.contains("HttpOnly"), "{set}");
+}
+
+impl Admin {
+    /// A REST API call with the operator's credentials; the status and JSON answer.
+    fn api(&self, path: &str, body: serde_json::Value) -> (u16, serde_json::Value) {
+        let agent: ureq::Agent =
+            ureq::Agent::config_builder().http_status_as_error(false).build().into();
+        let mut response = agent
+            .post(format!("{}{path}", self.base))
+            .header("Authorization", &format!("Basic {}", basic(USER, PASSWORD)))
+            .header("X-OpenStack-Ironic-API-Version", "1.38")
+            .header("Content-Type", "application/json")
+            .send(body.to_string())
+            .unwrap();
+        let status = response.status().as_u16();
+        let text = response.body_mut().read_to_string().unwrap_or_default();
+        (status, serde_json::from_str(&text).unwrap_or(serde_json::Value::Null))
+    }
+}
+
+#[test]
+fn node_page_shows_children_and_the_script_with_secrets_masked() {
+    use serde_json::json;
+    let admin = Admin::start();
+    let (status, node) = admin.api(
+        "/v1/nodes",
+        json!({"name": "node-1", "driver": "fake", "storage_interface": "external",
+               "driver_info": {"fake_password": "bmc-secret"},
+               "properties": {"capabilities": "iscsi_boot:true"}}),
+    );
+    assert_eq!(status, 201, "{node}");
+    let uuid = node["uuid"].as_str().unwrap().to_owned();
+    let (status, _) =
+        admin.api("/v1/ports", json!({"node_uuid": uuid, "address": "52:54:00:12:34:56"}));
+    assert_eq!(status, 201);
+    let (status, _) = admin.api(
+        "/v1/volume/connectors",
+        json!({"node_uuid": uuid, "type": "iqn", "connector_id": "iqn.2024-01.org.example.node:node-1"}),
+    );
+    assert_eq!(status, 201);
+    let (status, _) = admin.api(
+        "/v1/volume/targets",
+        json!({"node_uuid": uuid, "volume_type": "iscsi", "boot_index": 0, "volume_id": "vol-1",
+               "properties": {"target_iqn": "iqn.2024-01.org.example.san:v1",
+                              "target_portal": "192.0.2.5:3260", "target_lun": 1,
+                              "auth_method": "CHAP", "auth_username": "u",
+                              "auth_password": "chap-secret"}}),
+    );
+    assert_eq!(status, 201);
+
+    let cookie = admin.login(PASSWORD).cookie();
+    assert_eq!(admin.call("GET", "/admin/nodes/node-1", None, &[]).status, 303);
+    let page = admin.call("GET", "/admin/nodes/node-1", None, &[("Cookie", &cookie)]);
+    assert_eq!(page.status, 200, "{}", page.body);
+    for expected in [
+        "52:54:00:12:34:56",
+        "iqn.2024-01.org.example.node:node-1",
+        "iqn.2024-01.org.example.san:v1",
+        "<td>iscsi</td>",
+        "******",
+        "#!ipxe",
+    ] {
+        assert!(page.body.contains(expected), "{expected} missing: {}", page.body);
+    }
+    assert!(!page.body.contains("chap-secret"), "{}", page.body);
+    assert!(!page.body.contains("bmc-secret"));
+    // By uuid too; an unknown node is a 404 page.
+    assert_eq!(
+        admin.call("GET", &format!("/admin/nodes/{uuid}"), None, &[("Cookie", &cookie)]).status,
+        200
+    );
+    assert_eq!(admin.call("GET", "/admin/nodes/nope", None, &[("Cookie", &cookie)]).status, 404);
+}
+
+#[test]
+fn forms_create_a_node_power_it_and_refuse_missing_tokens() {
+    let admin = Admin::start();
+    let logged = admin.login(PASSWORD);
+    let cookie = logged.cookie();
+    let list = admin.call("GET", "/admin/", None, &[("Cookie", &cookie)]);
+    let csrf = list.csrf();
+    let fields = [
+        ("csrf", csrf.as_str()),
+        ("name", "node-9"),
+        ("driver", "fake"),
+        ("storage_interface", "external"),
+        ("capabilities", "iscsi_boot:true"),
+        ("mac", "52:54:00:00:00:09"),
+        ("connector_iqn", "iqn.2024-01.org.example.node:node-9"),
+        ("volume_id", "vol-9"),
+        ("target_iqn", "iqn.2024-01.org.example.san:v9"),
+        ("target_portal", "192.0.2.9:3260"),
+        ("target_lun", "0"),
+        ("auth_username", "u9"),
+        ("auth_password", "chap-secret-9"),
+    ];
+    // Without the token: refused, nothing created.
+    let refused =
+        admin.call("POST", "/admin/nodes", Some(&form(&fields[1..])), &[("Cookie", &cookie)]);
+    assert_eq!(refused.status, 403);
+    assert_eq!(admin.call("GET", "/admin/nodes/node-9", None, &[("Cookie", &cookie)]).status, 404);
+    // A bad child refuses the whole node.
+    let mut bad = fields.to_vec();
+    bad[6] = ("connector_iqn", "not an iqn");
+    let reply = admin.call("POST", "/admin/nodes", Some(&form(&bad)), &[("Cookie", &cookie)]);
+    assert_eq!(reply.status, 400, "{}", reply.body);
+    assert!(reply.body.contains("connector"), "{}", reply.body);
+    assert_eq!(admin.call("GET", "/admin/nodes/node-9", None, &[("Cookie", &cookie)]).status, 404);
+
+    let created = admin.call("POST", "/admin/nodes", Some(&form(&fields)), &[("Cookie", &cookie)]);
+    assert_eq!(created.status, 303, "{}", created.body);
+    let location = created.header("location").unwrap().to_owned();
+    let page = admin.call("GET", &location, None, &[("Cookie", &cookie)]);
+    assert_eq!(page.status, 200);
+    assert!(
+        page.body.contains("52:54:00:00:00:09")
+            && page.body.contains("iqn.2024-01.org.example.san:v9")
+    );
+    assert!(page.body.contains("#!ipxe") && !page.body.contains("chap-secret-9"), "{}", page.body);
+
+    let power = format!("{location}/power");
+    let refused =
+        admin.call("POST", &power, Some(&form(&[("target", "power on")])), &[("Cookie", &cookie)]);
+    assert_eq!(refused.status, 403);
+    let on = admin.call(
+        "POST",
+        &power,
+        Some(&form(&[("csrf", &csrf), ("target", "power on")])),
+        &[("Cookie", &cookie)],
+    );
+    assert_eq!(on.status, 200, "{}", on.body);
+    assert!(on.body.contains("Power action"), "{}", on.body);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let page = admin.call("GET", &location, None, &[("Cookie", &cookie)]);
+        if page.body.contains("<th>Power</th><td>power on</td>") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never powered on: {}", page.body);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let checked = admin.call(
+        "POST",
+        &format!("{location}/validate"),
+        Some(&form(&[("csrf", &csrf)])),
+        &[("Cookie", &cookie)],
+    );
+    assert_eq!(checked.status, 200);
+    assert!(checked.body.contains("Validation: boot:"), "{}", checked.body);
+    let bad = admin.call(
+        "POST",
+        &format!("{location}/provision"),
+        Some(&form(&[("csrf", &csrf), ("target", "explode")])),
+        &[("Cookie", &cookie)],
+    );
+    assert_eq!(bad.status, 400);
+}
+
+/// The admin page in headless Chromium: `tests/admin/browser.js` with Debian's `chromium` and
+/// `playwright-core` installed under `target/admin-e2e` (`npm install playwright-core` there).
+/// Skipped, saying so, when either is missing. Saves `target/admin-e2e/node-page.png`.
+#[test]
+#[allow(clippy::disallowed_methods)] // tests start the real browser
+fn headless_chromium_login_create_power_screenshot_logout() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let e2e = root.join("target/admin-e2e");
+    if !std::path::Path::new("/usr/bin/chromium").exists()
+        || !e2e.join("node_modules/playwright-core").exists()
+    {
+        eprintln!(
+            "skipped: needs /usr/bin/chromium and target/admin-e2e/node_modules/playwright-core"
+        );
+        return;
+    }
+    let admin = Admin::start();
+    let screenshot = e2e.join("node-page.png");
+    let _ = std::fs::remove_file(&screenshot);
+    let output = std::process::Command::new("node")
+        .arg(root.join("tests/admin/browser.js"))
+        .args([&admin.base, USER, PASSWORD])
+        .arg(&screenshot)
+        .env("NODE_PATH", e2e.join("node_modules"))
+        .output()
+        .expect("node runs");
+    assert!(
+        output.status.success(),
+        "browser flow failed:\n{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(std::fs::metadata(&screenshot).map(|m| m.len() > 1000).unwrap_or(false));
+}
+
+#[test]
+fn recent_boot_requests_and_unknown_macs() {
+    let admin = Admin::start();
+    let cookie = admin.login(PASSWORD).cookie();
+    let list = admin.call("GET", "/admin/", None, &[("Cookie", &cookie)]);
+    let csrf = list.csrf();
+    let fields = [("csrf", csrf.as_str()), ("name", "node-7"), ("mac", "52:54:00:00:00:07")];
+    let created = admin.call("POST", "/admin/nodes", Some(&form(&fields)), &[("Cookie", &cookie)]);
+    assert_eq!(created.status, 303, "{}", created.body);
+    let location = created.header("location").unwrap().to_owned();
+    // Wait for the snapshot to know the node, then boot a known and an unknown MAC.
+    let agent: ureq::Agent =
+        ureq::Agent::config_builder().http_status_as_error(false).build().into();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while agent.get(format!("{}/boot/52-54-00-00-00-07.ipxe", admin.boot)).call().unwrap().status()
+        != 200
+    {
+        assert!(Instant::now() < deadline, "snapshot never knew node-7");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let unknown = agent.get(format!("{}/boot/52:54:00:99:99:99.ipxe", admin.boot)).call().unwrap();
+    assert_eq!(unknown.status(), 404);
+
+    let page = admin.call("GET", &location, None, &[("Cookie", &cookie)]);
+    assert!(page.body.contains("<h3>Recent boot requests</h3>"));
+    assert!(
+        page.body.contains("<td>http</td><td>127.0.0.1</td><td><code>52:54:00:00:00:07</code>"),
+        "{}",
+        page.body
+    );
+    let list = admin.call("GET", "/admin/", None, &[("Cookie", &cookie)]);
+    assert!(list.body.contains("<code>52:54:00:99:99:99</code>"), "{}", list.body);
+    assert!(!list.body.contains("<code>52:54:00:00:00:07</code>"), "a known MAC is not unknown");
+    assert!(list.body.contains("name=\"enroll\" value=\"52:54:00:99:99:99\""));
+    let enroll =
+        admin.call("GET", "/admin/?enroll=52:54:00:99:99:99", None, &[("Cookie", &cookie)]);
+    assert!(
+        enroll
+            .body
+            .contains("name=\"mac\" placeholder=\"52:54:00:12:34:56\" value=\"52:54:00:99:99:99\""),
+        "{}",
+        enroll.body
+    );
+}
