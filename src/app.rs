@@ -224,7 +224,7 @@ fn start_background(
                 if let Err(e) = cinder.recover().await {
                     tracing::warn!(error = %e, "volume recovery pass failed");
                 }
-                match cinder.sync().await {
+                match cinder.sync(crate::db::SyncRunner::Serve).await {
                     Ok(report) => tracing::info!(
                         checked = report.checked,
                         updated = report.updated.len(),

@@ -360,7 +360,7 @@ fn sync(config: Config, out: &mut dyn Write) -> Result<()> {
         let Some(cinder) = interfaces.cinder() else {
             bail!("the cinder storage interface is not enabled: nothing to sync");
         };
-        let report = cinder.sync().await?;
+        let report = cinder.sync(crate::db::SyncRunner::Cli).await?;
         writeln!(out, "checked: {}", report.checked)?;
         for line in &report.updated {
             writeln!(out, "updated: {line}")?;

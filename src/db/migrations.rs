@@ -122,6 +122,25 @@ ALTER TABLE events ADD COLUMN next_attempt_at INTEGER NOT NULL DEFAULT 0;
 CREATE INDEX events_delivery ON events(delivery, next_attempt_at);
 "#,
         ),
+        // The outcome of the last Cinder sync pass, whichever process ran it: one row, replaced
+        // by every pass. Times are Unix seconds; `last_ok_at` survives passes that had errors.
+        M::up(
+            r#"
+CREATE TABLE sync_status (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    ran_by TEXT NOT NULL CHECK (ran_by IN ('serve', 'cli')),
+    started_at INTEGER NOT NULL,
+    finished_at INTEGER NOT NULL,
+    outcome TEXT NOT NULL CHECK (outcome IN ('ok', 'partial', 'failed')),
+    checked INTEGER NOT NULL DEFAULT 0,
+    updated INTEGER NOT NULL DEFAULT 0,
+    drifted INTEGER NOT NULL DEFAULT 0,
+    errors INTEGER NOT NULL DEFAULT 0,
+    message TEXT NOT NULL DEFAULT '',
+    last_ok_at INTEGER
+) STRICT;
+"#,
+        ),
     ])
 }
 

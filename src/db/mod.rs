@@ -10,6 +10,7 @@ mod locks;
 mod migrations;
 mod nodes;
 mod runtime;
+mod sync;
 mod volumes;
 
 use std::path::Path;
@@ -20,6 +21,7 @@ use rusqlite::Connection;
 pub use api::{ChildKind, Stamped, WriteError};
 pub use apply::{ApplyError, ApplyReport};
 pub use locks::{LockHolder, ProcessId};
+pub use sync::{SYNC_MESSAGE_LIMIT, SyncPass, SyncPassOutcome, SyncRunner, SyncStatus};
 pub use volumes::{AttachmentRecord, AttachmentState, Event};
 
 /// A database error.
@@ -100,12 +102,60 @@ mod tests {
             .unwrap();
         }
         let db = Db::open(&path).unwrap();
-        assert_eq!(db.schema_version().unwrap(), 4);
+        assert_eq!(db.schema_version().unwrap(), 5);
         let record = db.node_record("old").unwrap().unwrap();
         assert_eq!(record.node.storage_interface, None, "no implied default in the database");
         let journal: String =
             db.conn.pragma_query_value(None, "journal_mode", |r| r.get(0)).unwrap();
         assert_eq!(journal, "wal");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn sync_status_arrives_by_its_own_step_on_a_version_4_database() {
+        let dir = std::env::temp_dir().join(format!("bootvol-migration-5-{}", std::process::id()));
+        let path = dir.join("v4.db");
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        {
+            // A database as step 4 left it, with an attachment record and an event in it.
+            let mut conn = Connection::open(&path).unwrap();
+            migrations::migrations().to_version(&mut conn, 4).unwrap();
+            conn.execute(
+                "INSERT INTO volume_attachments (node_uuid, target_uuid, volume_id, api, state, step) \
+                 VALUES ('n1', 't1', 'v1', 'attachments', 'attached', 'tagged')",
+                [],
+            )
+            .unwrap();
+            conn.execute("INSERT INTO events (event_type, level) VALUES ('x', 'info')", [])
+                .unwrap();
+        }
+        let db = Db::open(&path).unwrap();
+        assert_eq!(db.schema_version().unwrap(), 5);
+        assert_eq!(db.sync_status().unwrap(), None, "no pass recorded yet");
+        assert_eq!(db.attachment_counts().unwrap(), vec![("attached".to_owned(), 1)]);
+        assert_eq!(db.events(None, 10).unwrap().len(), 1);
+        db.record_sync_pass(&SyncPass {
+            ran_by: SyncRunner::Serve,
+            started_at: 10,
+            finished_at: 12,
+            outcome: SyncPassOutcome::Ok,
+            checked: 1,
+            updated: 0,
+            drifted: 0,
+            errors: 0,
+            message: String::new(),
+        })
+        .unwrap();
+        assert_eq!(db.sync_status().unwrap().unwrap().last_ok_at, Some(12));
+        // The table holds one row only.
+        let second = db.conn.execute(
+            "INSERT INTO sync_status (id, ran_by, started_at, finished_at, outcome) \
+             VALUES (2, 'cli', 1, 1, 'ok')",
+            [],
+        );
+        assert!(second.is_err(), "a second row was accepted");
+        drop(db);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

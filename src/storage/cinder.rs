@@ -16,7 +16,7 @@ use serde_json::{Map, Value, json};
 use super::{SharedDb, StorageError, StorageInterface, volume_should_write_image};
 use crate::cinder::{ApiStyle, CinderClient, CinderError, ConnectionInfo, Connector};
 use crate::config::Config;
-use crate::db::{AttachmentRecord, AttachmentState};
+use crate::db::{AttachmentRecord, AttachmentState, SyncPass, SyncPassOutcome, SyncRunner};
 use crate::model::{
     ConnectorType, JsonMap, NodeRecord, StorageInterfaceName, VolumeTarget, VolumeType,
 };
@@ -499,7 +499,14 @@ impl CinderStorage {
                 Err(StorageError::Locked { .. }) => continue,
                 Err(e) => return Err(e),
             };
-            let target = self.target_of(&record).await?;
+            // A failed read must not leave the node locked until the next restart.
+            let target = match self.target_of(&record).await {
+                Ok(target) => target,
+                Err(e) => {
+                    lock.release().await;
+                    return Err(e);
+                }
+            };
             let label = format!("{} on node {}", record.volume_id, node);
             let result = match record.state {
                 AttachmentState::Detaching => {
@@ -551,11 +558,22 @@ impl CinderStorage {
 
     /// Compares every attached target with Cinder and brings the local connection info up to
     /// date. Drift (attachment or volume gone) becomes an event and the node's `last_error`;
-    /// nothing is deleted silently.
-    pub async fn sync(&self) -> Result<SyncReport, StorageError> {
+    /// nothing is deleted silently. Every pass, failed ones too, is recorded in the database
+    /// (`Db::sync_status`) with `ran_by`; a failure to record it is logged, not returned.
+    pub async fn sync(&self, ran_by: SyncRunner) -> Result<SyncReport, StorageError> {
+        let started_at = now_unix();
+        let mut report = SyncReport::default();
+        let result = self.sync_pass(&mut report).await;
+        let pass = sync_pass_record(ran_by, started_at, now_unix(), &report, result.as_ref().err());
+        if let Err(e) = self.db.run(move |db| db.record_sync_pass(&pass)).await {
+            tracing::warn!(error = %e, "cannot record the volume sync pass");
+        }
+        result.map(|()| report)
+    }
+
+    async fn sync_pass(&self, report: &mut SyncReport) -> Result<(), StorageError> {
         let attached =
             self.db.run(|db| db.attachment_records(&[AttachmentState::Attached])).await?;
-        let mut report = SyncReport::default();
         for record in attached {
             let lock = match self.db.lock_node(&record.node_uuid, "sync").await {
                 Ok(lock) => lock,
@@ -563,7 +581,14 @@ impl CinderStorage {
                 Err(e) => return Err(e),
             };
             report.checked += 1;
-            let target = self.target_of(&record).await?;
+            // A failed read must not leave the node locked until the next restart.
+            let target = match self.target_of(&record).await {
+                Ok(target) => target,
+                Err(e) => {
+                    lock.release().await;
+                    return Err(e);
+                }
+            };
             let label = format!("{} on node {}", record.volume_id, record.node_uuid);
             let outcome = self.sync_one(&record, &target).await;
             lock.release().await;
@@ -580,7 +605,7 @@ impl CinderStorage {
                 Err(e) => report.errors.push(format!("{label}: {e}")),
             }
         }
-        Ok(report)
+        Ok(())
     }
 
     async fn sync_one(
@@ -648,6 +673,40 @@ enum SyncOutcome {
     Same,
     Updated,
     Drift(String),
+}
+
+/// What is recorded of a sync pass: its counts, and its drift and error lines (after the error
+/// that stopped it, if one did) as the CLI prints them.
+fn sync_pass_record(
+    ran_by: SyncRunner,
+    started_at: u64,
+    finished_at: u64,
+    report: &SyncReport,
+    stopped_by: Option<&StorageError>,
+) -> SyncPass {
+    let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+    let outcome = match stopped_by {
+        Some(_) => SyncPassOutcome::Failed,
+        None if report.errors.is_empty() => SyncPassOutcome::Ok,
+        None => SyncPassOutcome::Partial,
+    };
+    let lines: Vec<String> = stopped_by
+        .map(|e| format!("failed: {e}"))
+        .into_iter()
+        .chain(report.drifted.iter().map(|l| format!("drift: {l}")))
+        .chain(report.errors.iter().map(|l| format!("error: {l}")))
+        .collect();
+    SyncPass {
+        ran_by,
+        started_at: i64::try_from(started_at).unwrap_or(i64::MAX),
+        finished_at: i64::try_from(finished_at).unwrap_or(i64::MAX),
+        outcome,
+        checked: count(report.checked),
+        updated: count(report.updated.len()),
+        drifted: count(report.drifted.len()),
+        errors: count(report.errors.len()),
+        message: lines.join("\n"),
+    }
 }
 
 const LEGACY_STEPS: &[&str] = &["started", "reserved", "initialized", "attached", "tagged"];
@@ -813,5 +872,86 @@ impl StorageInterface for CinderStorage {
                 Err(error)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report() -> SyncReport {
+        SyncReport {
+            checked: 3,
+            updated: vec!["v1 on node n1".into()],
+            drifted: vec!["volume v2: the attachment is gone (volume status available)".into()],
+            errors: vec![],
+        }
+    }
+
+    #[test]
+    fn a_pass_without_errors_is_ok_even_with_drift() {
+        let pass = sync_pass_record(SyncRunner::Cli, 10, 12, &report(), None);
+        assert_eq!(
+            pass,
+            SyncPass {
+                ran_by: SyncRunner::Cli,
+                started_at: 10,
+                finished_at: 12,
+                outcome: SyncPassOutcome::Ok,
+                checked: 3,
+                updated: 1,
+                drifted: 1,
+                errors: 0,
+                message: "drift: volume v2: the attachment is gone (volume status available)"
+                    .into(),
+            }
+        );
+    }
+
+    #[test]
+    fn errors_make_a_pass_partial_and_a_stopped_pass_failed() {
+        let mut with_errors = report();
+        with_errors.errors.push("v3 on node n3: Cinder answered 500 to get volume: boom".into());
+        let pass = sync_pass_record(SyncRunner::Serve, 10, 12, &with_errors, None);
+        assert_eq!(pass.outcome, SyncPassOutcome::Partial);
+        assert_eq!((pass.drifted, pass.errors), (1, 1));
+        assert_eq!(
+            pass.message,
+            "drift: volume v2: the attachment is gone (volume status available)\n\
+             error: v3 on node n3: Cinder answered 500 to get volume: boom"
+        );
+
+        let stopped = StorageError::Invalid("the database is locked".into());
+        let pass = sync_pass_record(SyncRunner::Serve, 10, 12, &report(), Some(&stopped));
+        assert_eq!(pass.outcome, SyncPassOutcome::Failed);
+        assert_eq!(pass.checked, 3, "what was checked before the failure still counts");
+        assert!(
+            pass.message.starts_with("failed: the database is locked\ndrift: "),
+            "{}",
+            pass.message
+        );
+    }
+
+    #[tokio::test]
+    async fn every_pass_is_recorded_with_the_process_that_ran_it() {
+        let config = Config::from_toml(
+            "[DEFAULT]\nenabled_storage_interfaces = [\"noop\", \"cinder\"]\n\
+             [cinder]\nurl = \"http://127.0.0.1:9/v3\"\n",
+            "test",
+        )
+        .unwrap();
+        let db = SharedDb::new(crate::db::Db::open_in_memory().unwrap());
+        let storage = CinderStorage::new(&config, db.clone()).unwrap();
+        // Nothing is attached: the pass asks Cinder nothing and is ok.
+        let report = storage.sync(SyncRunner::Cli).await.unwrap();
+        assert_eq!(report, SyncReport::default());
+        let status = db.run(|db| db.sync_status()).await.unwrap().unwrap();
+        assert_eq!((status.ran_by, status.outcome), (SyncRunner::Cli, SyncPassOutcome::Ok));
+        assert_eq!((status.checked, status.updated, status.drifted, status.errors), (0, 0, 0, 0));
+        assert!(status.started_at <= status.finished_at && status.started_at > 1_600_000_000);
+        assert_eq!(status.last_ok_at, Some(status.finished_at));
+        storage.sync(SyncRunner::Serve).await.unwrap();
+        let status = db.run(|db| db.sync_status()).await.unwrap().unwrap();
+        assert_eq!(status.ran_by, SyncRunner::Serve);
     }
 }

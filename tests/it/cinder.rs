@@ -5,6 +5,7 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use bootvol::db::{SyncPassOutcome, SyncRunner};
 use serde_json::{Value, json};
 
 use crate::cinder_support::{Cinder, Fault, FaultProxy};
@@ -99,11 +100,27 @@ fn attach_render_sync_detach(cinder: &Cinder, api: &str) {
     );
 
     // Sync: unchanged, then the backend moves the volume to another portal and rotates CHAP.
+    let db = bootvol::db::Db::open(&app.path("bootvol.db")).unwrap();
+    assert_eq!(db.sync_status().unwrap(), None, "{api}: no pass recorded before the first");
     assert!(app.ok(&["sync"]).contains("checked: 1"));
+    let first = db.sync_status().unwrap().expect("the pass is recorded");
+    assert_eq!(first.ran_by, SyncRunner::Cli, "{api}");
+    assert_eq!(first.outcome, SyncPassOutcome::Ok, "{api}: {first:?}");
+    assert_eq!((first.checked, first.updated, first.drifted, first.errors), (1, 0, 0, 0), "{api}");
+    assert_eq!(first.last_ok_at, Some(first.finished_at), "{api}");
     cinder.set_backend(json!({"target_portal": "[2001:db8::20]:3260", "target_iqn": "iqn.2010-10.org.openstack:moved-{volume_id}",
         "target_lun": 6, "auth_method": "CHAP", "auth_username": "chap-user", "auth_password": "rotated-secret-88"}));
     let sync = app.ok(&["sync"]);
     assert!(sync.contains(&format!("updated: {volume} on node {uuid}")), "{api}: {sync}");
+    let second = db.sync_status().unwrap().expect("the pass is recorded");
+    assert_eq!(second.outcome, SyncPassOutcome::Ok, "{api}: {second:?}");
+    assert!(second.checked >= 1, "{api}: {second:?}");
+    assert_eq!((second.updated, second.drifted, second.errors), (1, 0, 0), "{api}: {second:?}");
+    assert!(second.finished_at >= first.finished_at && second.started_at <= second.finished_at);
+    assert_eq!(second.last_ok_at, Some(second.finished_at), "{api}");
+    assert_eq!(second.message, "", "{api}: nothing drifted or failed");
+    assert_eq!(db.attachment_counts().unwrap(), vec![("attached".to_owned(), 1)], "{api}");
+    drop(db);
     let script = app.ok(&["render", "--mac", "52:54:00:c1:00:01"]);
     assert!(
         script.contains(&format!(
@@ -173,6 +190,15 @@ fn sync_reports_drift_and_deletes_nothing() {
     assert!(record.node.last_error.unwrap().contains("the attachment is gone"));
     let events = db.events(Some(&record.node.uuid), 50).unwrap();
     assert!(events.iter().any(|e| e.event_type == "bootvol.volume.sync.drift"), "{events:?}");
+    // The pass itself worked: drift is counted and listed, not an error of the pass.
+    let status = db.sync_status().unwrap().expect("the pass is recorded");
+    assert_eq!((status.ran_by, status.outcome), (SyncRunner::Cli, SyncPassOutcome::Ok));
+    assert_eq!((status.checked, status.updated, status.drifted, status.errors), (1, 0, 1, 0));
+    assert!(
+        status.message.contains(&format!("drift: volume {volume}: the attachment is gone")),
+        "{status:?}"
+    );
+    assert!(!status.message.contains(CHAP_SECRET), "the recorded message carries no secret");
     assert!(
         events.iter().all(|e| !e.payload.to_string().contains(CHAP_SECRET)),
         "events carry no secret"

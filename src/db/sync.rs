@@ -1,0 +1,317 @@
+//! The outcome of the last Cinder sync pass (`sync_status`, one row) and attachment counts per
+//! state: what an operator looks at to see whether sync keeps working.
+
+use rusqlite::{OptionalExtension, Row, params};
+
+use super::{Db, DbError};
+
+/// The longest `message` stored, in bytes; longer ones are cut and end with "(truncated)".
+pub const SYNC_MESSAGE_LIMIT: usize = 4096;
+const TRUNCATED: &str = "\n… (truncated)";
+
+/// Which process ran a sync pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SyncRunner {
+    /// The background loop of `bootvol serve`.
+    Serve,
+    /// `bootvol sync`.
+    Cli,
+}
+
+impl SyncRunner {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            SyncRunner::Serve => "serve",
+            SyncRunner::Cli => "cli",
+        }
+    }
+
+    fn parse(text: &str) -> Option<SyncRunner> {
+        match text {
+            "serve" => Some(SyncRunner::Serve),
+            "cli" => Some(SyncRunner::Cli),
+            _ => None,
+        }
+    }
+}
+
+/// How a sync pass ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SyncPassOutcome {
+    /// Every attached volume was checked (drift found is counted, not an error).
+    Ok,
+    /// The pass went through, but some volumes could not be checked.
+    Partial,
+    /// The pass stopped early (its error is the message).
+    Failed,
+}
+
+impl SyncPassOutcome {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            SyncPassOutcome::Ok => "ok",
+            SyncPassOutcome::Partial => "partial",
+            SyncPassOutcome::Failed => "failed",
+        }
+    }
+
+    fn parse(text: &str) -> Option<SyncPassOutcome> {
+        match text {
+            "ok" => Some(SyncPassOutcome::Ok),
+            "partial" => Some(SyncPassOutcome::Partial),
+            "failed" => Some(SyncPassOutcome::Failed),
+            _ => None,
+        }
+    }
+}
+
+/// One finished sync pass, to record. Times are Unix seconds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SyncPass {
+    pub ran_by: SyncRunner,
+    pub started_at: i64,
+    pub finished_at: i64,
+    pub outcome: SyncPassOutcome,
+    pub checked: i64,
+    pub updated: i64,
+    pub drifted: i64,
+    pub errors: i64,
+    /// The drift and error lines (or the error that stopped the pass), one a line; cut to
+    /// [`SYNC_MESSAGE_LIMIT`] bytes when stored.
+    pub message: String,
+}
+
+/// The last recorded sync pass. Times are Unix seconds.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct SyncStatus {
+    pub ran_by: SyncRunner,
+    pub started_at: i64,
+    pub finished_at: i64,
+    pub outcome: SyncPassOutcome,
+    pub checked: i64,
+    pub updated: i64,
+    pub drifted: i64,
+    pub errors: i64,
+    pub message: String,
+    /// When the last pass with outcome `ok` finished (kept across passes that were not).
+    pub last_ok_at: Option<i64>,
+}
+
+/// `message` cut to at most [`SYNC_MESSAGE_LIMIT`] bytes, on a character boundary.
+fn truncated(message: &str) -> String {
+    if message.len() <= SYNC_MESSAGE_LIMIT {
+        return message.to_owned();
+    }
+    let mut end = SYNC_MESSAGE_LIMIT - TRUNCATED.len();
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}{TRUNCATED}", &message[..end])
+}
+
+fn status_from_row(row: &Row<'_>) -> rusqlite::Result<(SyncStatus, String, String)> {
+    Ok((
+        SyncStatus {
+            ran_by: SyncRunner::Serve,
+            started_at: row.get(1)?,
+            finished_at: row.get(2)?,
+            outcome: SyncPassOutcome::Failed,
+            checked: row.get(4)?,
+            updated: row.get(5)?,
+            drifted: row.get(6)?,
+            errors: row.get(7)?,
+            message: row.get(8)?,
+            last_ok_at: row.get(9)?,
+        },
+        row.get(0)?,
+        row.get(3)?,
+    ))
+}
+
+impl Db {
+    /// Records a finished sync pass in place of the previous one; `last_ok_at` moves to this
+    /// pass's end only when its outcome is `ok`.
+    pub fn record_sync_pass(&self, pass: &SyncPass) -> Result<(), DbError> {
+        self.conn.execute(
+            "INSERT INTO sync_status (id, ran_by, started_at, finished_at, outcome, checked, updated, \
+             drifted, errors, message, last_ok_at) \
+             VALUES (1, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, CASE WHEN ?4 = 'ok' THEN ?3 END) \
+             ON CONFLICT (id) DO UPDATE SET ran_by = excluded.ran_by, started_at = excluded.started_at, \
+             finished_at = excluded.finished_at, outcome = excluded.outcome, checked = excluded.checked, \
+             updated = excluded.updated, drifted = excluded.drifted, errors = excluded.errors, \
+             message = excluded.message, \
+             last_ok_at = CASE WHEN excluded.outcome = 'ok' THEN excluded.finished_at ELSE last_ok_at END",
+            params![
+                pass.ran_by.as_str(),
+                pass.started_at,
+                pass.finished_at,
+                pass.outcome.as_str(),
+                pass.checked,
+                pass.updated,
+                pass.drifted,
+                pass.errors,
+                truncated(&pass.message),
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// The last recorded sync pass, or `None` before the first one.
+    pub fn sync_status(&self) -> Result<Option<SyncStatus>, DbError> {
+        let row = self
+            .conn
+            .query_row(
+                "SELECT ran_by, started_at, finished_at, outcome, checked, updated, drifted, errors, \
+                 message, last_ok_at FROM sync_status WHERE id = 1",
+                [],
+                status_from_row,
+            )
+            .optional()?;
+        let Some((mut status, ran_by, outcome)) = row else { return Ok(None) };
+        let corrupt =
+            |message: String| DbError::Corrupt { table: "sync_status", key: "1".into(), message };
+        status.ran_by = SyncRunner::parse(&ran_by)
+            .ok_or_else(|| corrupt(format!("unknown ran_by {ran_by:?}")))?;
+        status.outcome = SyncPassOutcome::parse(&outcome)
+            .ok_or_else(|| corrupt(format!("unknown outcome {outcome:?}")))?;
+        Ok(Some(status))
+    }
+
+    /// How many `volume_attachments` records are in each state (only states that have some),
+    /// by state name.
+    pub fn attachment_counts(&self) -> Result<Vec<(String, i64)>, DbError> {
+        let mut statement = self.conn.prepare(
+            "SELECT state, COUNT(*) FROM volume_attachments GROUP BY state ORDER BY state",
+        )?;
+        let rows = statement.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::db::{AttachmentRecord, AttachmentState};
+
+    fn pass(outcome: SyncPassOutcome, finished_at: i64) -> SyncPass {
+        SyncPass {
+            ran_by: SyncRunner::Serve,
+            started_at: finished_at - 2,
+            finished_at,
+            outcome,
+            checked: 3,
+            updated: 1,
+            drifted: 0,
+            errors: 0,
+            message: String::new(),
+        }
+    }
+
+    #[test]
+    fn nothing_recorded_before_the_first_pass() {
+        let db = Db::open_in_memory().unwrap();
+        assert_eq!(db.sync_status().unwrap(), None);
+    }
+
+    #[test]
+    fn a_pass_is_read_back_as_recorded() {
+        let db = Db::open_in_memory().unwrap();
+        let mut first = pass(SyncPassOutcome::Partial, 1_700_000_000);
+        first.ran_by = SyncRunner::Cli;
+        first.errors = 2;
+        first.drifted = 1;
+        first.message = "drift: volume v1: gone\nerror: v2 on node n: Cinder answered 500".into();
+        db.record_sync_pass(&first).unwrap();
+        let status = db.sync_status().unwrap().unwrap();
+        assert_eq!(
+            status,
+            SyncStatus {
+                ran_by: SyncRunner::Cli,
+                started_at: 1_699_999_998,
+                finished_at: 1_700_000_000,
+                outcome: SyncPassOutcome::Partial,
+                checked: 3,
+                updated: 1,
+                drifted: 1,
+                errors: 2,
+                message: first.message.clone(),
+                last_ok_at: None,
+            }
+        );
+        let json = serde_json::to_value(&status).unwrap();
+        assert_eq!(json["ran_by"], "cli");
+        assert_eq!(json["outcome"], "partial");
+    }
+
+    #[test]
+    fn last_ok_at_is_kept_across_passes_that_were_not_ok() {
+        let db = Db::open_in_memory().unwrap();
+        db.record_sync_pass(&pass(SyncPassOutcome::Ok, 100)).unwrap();
+        assert_eq!(db.sync_status().unwrap().unwrap().last_ok_at, Some(100));
+
+        let mut failed = pass(SyncPassOutcome::Failed, 200);
+        failed.checked = 0;
+        failed.updated = 0;
+        failed.message = "database: disk I/O error".into();
+        db.record_sync_pass(&failed).unwrap();
+        let status = db.sync_status().unwrap().unwrap();
+        assert_eq!(status.outcome, SyncPassOutcome::Failed);
+        assert_eq!((status.finished_at, status.checked), (200, 0));
+        assert_eq!(status.message, "database: disk I/O error");
+        assert_eq!(status.last_ok_at, Some(100), "a failed pass keeps the last good one");
+
+        db.record_sync_pass(&pass(SyncPassOutcome::Partial, 300)).unwrap();
+        assert_eq!(db.sync_status().unwrap().unwrap().last_ok_at, Some(100));
+
+        db.record_sync_pass(&pass(SyncPassOutcome::Ok, 400)).unwrap();
+        let status = db.sync_status().unwrap().unwrap();
+        assert_eq!((status.outcome, status.last_ok_at), (SyncPassOutcome::Ok, Some(400)));
+        assert_eq!(status.message, "", "the previous pass's message is gone");
+        let rows: i64 =
+            db.conn.query_row("SELECT COUNT(*) FROM sync_status", [], |r| r.get(0)).unwrap();
+        assert_eq!(rows, 1);
+    }
+
+    #[test]
+    fn a_long_message_is_cut_on_a_character_boundary() {
+        let db = Db::open_in_memory().unwrap();
+        let mut long = pass(SyncPassOutcome::Partial, 100);
+        long.message = "error: volume é\n".repeat(1000);
+        db.record_sync_pass(&long).unwrap();
+        let message = db.sync_status().unwrap().unwrap().message;
+        assert!(message.len() <= SYNC_MESSAGE_LIMIT, "{}", message.len());
+        assert!(message.len() > SYNC_MESSAGE_LIMIT - 8);
+        assert!(message.starts_with("error: volume é\nerror: volume é\n"));
+        assert!(message.ends_with("(truncated)"));
+        assert_eq!(truncated("short"), "short");
+    }
+
+    #[test]
+    fn attachment_counts_group_records_by_state() {
+        let db = Db::open_in_memory().unwrap();
+        assert_eq!(db.attachment_counts().unwrap(), vec![]);
+        let states =
+            [AttachmentState::Attached, AttachmentState::Failed, AttachmentState::Attached];
+        for (i, state) in states.into_iter().enumerate() {
+            db.save_attachment_record(&AttachmentRecord {
+                node_uuid: "44444444-4444-4444-8444-000000000001".into(),
+                target_uuid: format!("55555555-5555-4555-8555-00000000000{i}"),
+                volume_id: format!("66666666-6666-4666-8666-00000000000{i}"),
+                api: "attachments".into(),
+                attachment_id: None,
+                state,
+                step: "tagged".into(),
+                connector: serde_json::json!({}),
+                last_error: None,
+                updated_at: None,
+            })
+            .unwrap();
+        }
+        assert_eq!(
+            db.attachment_counts().unwrap(),
+            vec![("attached".to_owned(), 2), ("failed".to_owned(), 1)]
+        );
+    }
+}
