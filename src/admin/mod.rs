@@ -8,7 +8,9 @@
 //! request came through TLS, i.e. `X-Forwarded-Proto: https` from the terminating proxy).
 //! Every form carries the session's CSRF token and every POST is refused without it (the
 //! log-in form included: visiting it opens an anonymous session). Log-in attempts are limited
-//! per client address.
+//! per client address. With `[api] auth_strategy = "noauth"` the page needs no log-in, as the
+//! API needs no credentials: visiting the log-in page opens a session at once (CSRF tokens and
+//! messages still need one), and every page says that authentication is off.
 //!
 //! Reads go through `db` (via the conductor's `SharedDb`) and the `boot` scenario rules; like
 //! the API, secrets are masked before anything reaches a template.
@@ -36,10 +38,15 @@ use session::{LoginLimiter, Sessions};
 /// The session cookie's name.
 pub const COOKIE: &str = "bootvol_admin";
 
+/// The user name of sessions opened without a log-in (`[api] auth_strategy = "noauth"`).
+const NOAUTH_USER: &str = "(no authentication)";
+
 /// What the admin handlers share.
 #[derive(Clone)]
 struct AdminState {
     api: ApiState,
+    /// `[api] auth_strategy = "noauth"`: the page needs no log-in, as the API needs none.
+    auth_off: bool,
     templates: Arc<Environment<'static>>,
     sessions: Arc<Sessions>,
     limiter: Arc<LoginLimiter>,
@@ -58,8 +65,9 @@ const TEMPLATES: &[(&str, &str)] = &[
     ("node.html.j2", include_str!("../../templates/admin/node.html.j2")),
 ];
 
-fn environment() -> Environment<'static> {
+fn environment(auth_off: bool) -> Environment<'static> {
     let mut env = Environment::new();
+    env.add_global("auth_off", auth_off);
     env.set_auto_escape_callback(|_| minijinja::AutoEscape::Html);
     env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
     for (name, source) in TEMPLATES {
@@ -70,9 +78,11 @@ fn environment() -> Environment<'static> {
 
 /// The admin routes (`/admin`, `/admin/...`), to be merged into the API router.
 pub fn router(api: ApiState) -> Router {
+    let auth_off = api.config().api.auth_strategy == crate::config::ApiAuthStrategy::Noauth;
     let state = AdminState {
+        auth_off,
         api,
-        templates: Arc::new(environment()),
+        templates: Arc::new(environment(auth_off)),
         sessions: Arc::new(Sessions::new()),
         limiter: Arc::new(LoginLimiter::new(session::LOGIN_ATTEMPTS, session::LOGIN_WINDOW)),
     };
@@ -84,6 +94,11 @@ pub fn router(api: ApiState) -> Router {
         .route("/admin/nodes/{node}/power", post(forms::power))
         .route("/admin/nodes/{node}/provision", post(forms::provision))
         .route("/admin/nodes/{node}/validate", post(forms::validate))
+        .route("/admin/nodes/{node}/edit", post(forms::edit_node))
+        .route("/admin/nodes/{node}/delete", post(forms::delete_node))
+        .route("/admin/nodes/{node}/{child}", post(forms::create_child))
+        .route("/admin/nodes/{node}/{child}/{id}", post(forms::edit_child))
+        .route("/admin/nodes/{node}/{child}/{id}/delete", post(forms::delete_child))
         .route("/admin/login", get(login_page).post(login))
         .route("/admin/logout", post(logout))
         .with_state(state)
@@ -148,6 +163,20 @@ impl AdminState {
 /// The login page: opens (or reuses) an anonymous session so the form carries a CSRF token.
 async fn login_page(State(state): State<AdminState>, headers: HeaderMap) -> Response {
     let secure = behind_tls(&headers);
+    if state.auth_off {
+        // No authentication, as for the API: a session (for CSRF tokens and messages) without
+        // a log-in. The page says so on every screen.
+        if cookie_value(&headers)
+            .and_then(|c| state.sessions.get(&c))
+            .is_some_and(|s| s.user.is_some())
+        {
+            return Redirect::to("/admin/").into_response();
+        }
+        let (cookie, _) = state.sessions.open(Some(NOAUTH_USER.to_owned()));
+        let mut response = Redirect::to("/admin/").into_response();
+        response.headers_mut().append(header::SET_COOKIE, cookie_header(&cookie, secure, None));
+        return response;
+    }
     if let Some(s) = cookie_value(&headers).and_then(|c| state.sessions.get(&c)) {
         if s.user.is_some() {
             return Redirect::to("/admin/").into_response();
@@ -181,6 +210,9 @@ async fn login(
     Form(form): Form<HashMap<String, String>>,
 ) -> Response {
     let secure = behind_tls(&headers);
+    if state.auth_off {
+        return Redirect::to("/admin/login").into_response();
+    }
     let cookie = cookie_value(&headers);
     let Some(anonymous) = cookie.as_deref().and_then(|c| state.sessions.get(c)) else {
         return csrf_refused(&state);
@@ -308,6 +340,7 @@ async fn render_nodes(
     problem: Option<String>,
     enroll: Option<crate::model::MacAddr>,
 ) -> Response {
+    let notice = notice.or_else(|| state.sessions.take_flash(&s.cookie));
     let conductor = state.api.conductor();
     let default = conductor.default_storage();
     let records = conductor.db().run(|db| db.node_records()).await;
@@ -349,11 +382,43 @@ async fn render_nodes(
         ),
         Err(e) => (Vec::new(), Some(format!("database: {e}"))),
     };
+    let sync = sync_status(state).await;
     state.render(
         status,
         "nodes.html.j2",
         context! { user => s.user.clone(), csrf => s.csrf.clone(), notice => notice,
-        nodes => minijinja::value::Serde(nodes), error => error,
+        nodes => minijinja::value::Serde(nodes), error => error, sync => sync,
         unknown_macs => unknown, enroll_mac => enroll.map(|m| m.to_string()) },
     )
+}
+
+/// The Cinder sync status: whether this process syncs, the last pass (by `serve` or `bootvol
+/// sync`), the last clean one, and the volume attachments by state.
+async fn sync_status(state: &AdminState) -> minijinja::Value {
+    let conductor = state.api.conductor();
+    let enabled = conductor.storage().cinder().is_some();
+    let every = state.api.config().cinder.sync_interval;
+    let found = conductor
+        .db()
+        .run(|db| Ok::<_, crate::db::DbError>((db.sync_status()?, db.attachment_counts()?)))
+        .await;
+    let time = |t: i64| crate::timefmt::format_unix(t.max(0) as u64);
+    match found {
+        Ok((last, counts)) => context! {
+            enabled => enabled,
+            interval => every,
+            last => last.map(|p| context! {
+                ran_by => p.ran_by.as_str(), outcome => p.outcome.as_str(),
+                started_at => time(p.started_at), finished_at => time(p.finished_at),
+                checked => p.checked, updated => p.updated, drifted => p.drifted, errors => p.errors,
+                message => p.message, last_ok_at => p.last_ok_at.map(time),
+            }),
+            attachments => counts.into_iter().map(|(state, n)| format!("{state}: {n}")).collect::<Vec<_>>(),
+            error => (),
+        },
+        Err(e) => {
+            context! { enabled => enabled, interval => every, last => (), attachments => Vec::<String>::new(),
+            error => format!("database: {e}") }
+        }
+    }
 }

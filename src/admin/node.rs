@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 
 use super::session::Session;
 use super::{AdminState, logged_in};
-use crate::model::NodeRecord;
+use crate::model::{ConnectorType, Driver, NodeRecord, StorageInterfaceName, VolumeType};
 use crate::secrets::{MASK, is_secret_key, mask, mask_map};
 
 /// The events shown on a node page.
@@ -81,6 +81,7 @@ pub(super) async fn render_node(
     notice: Option<String>,
     problem: Option<String>,
 ) -> Response {
+    let notice = notice.or_else(|| state.sessions.take_flash(&s.cookie));
     let conductor = state.api.conductor();
     let record = match conductor.load(node).await {
         Ok(record) => record,
@@ -142,8 +143,21 @@ pub(super) async fn render_node(
         })
         .collect();
     let n = &record.node;
+    let masked_pretty = |map: &Map<String, Value>| {
+        let mut map = map.clone();
+        mask_map(&mut map);
+        if map.is_empty() {
+            String::new()
+        } else {
+            serde_json::to_string_pretty(&map).unwrap_or_default()
+        }
+    };
     let node = json!({
         "uuid": n.uuid, "name": n.name, "driver": n.driver.as_str(),
+        "storage_interface_set": n.storage_interface.map(|i| i.as_str()).unwrap_or(""),
+        "capabilities": n.properties.get("capabilities").and_then(Value::as_str).unwrap_or(""),
+        "driver_info": masked_pretty(&n.driver_info),
+        "instance_info": masked_pretty(&n.instance_info),
         "power_state": n.power_state.map(|p| p.as_str()),
         "provision_state": n.provision_state.as_str(),
         "storage_interface": n.effective_storage_interface(default).as_str(),
@@ -153,22 +167,37 @@ pub(super) async fn render_node(
         },
         "maintenance": n.maintenance, "last_error": n.last_error,
     });
-    let ports: Vec<Value> =
-        record.ports.iter().map(|p| json!({"address": p.address.to_string()})).collect();
+    let ports: Vec<Value> = record
+        .ports
+        .iter()
+        .map(|p| json!({"uuid": p.uuid, "address": p.address.to_string()}))
+        .collect();
     let connectors: Vec<Value> = record
         .volume_connectors
         .iter()
-        .map(|c| json!({"type": c.connector_type.as_str(), "connector_id": c.connector_id}))
+        .map(|c| {
+            json!({"uuid": c.uuid, "type": c.connector_type.as_str(), "connector_id": c.connector_id})
+        })
         .collect();
+    let uuid = record.node.uuid.clone();
+    let attachments = conductor
+        .db()
+        .run(move |db| db.attachment_records(&[]))
+        .await
+        .map(|all| all.into_iter().filter(|a| a.node_uuid == uuid).collect::<Vec<_>>())
+        .unwrap_or_default();
     let targets: Vec<Value> = record
         .volume_targets
         .iter()
         .map(|t| {
-            let mut properties = t.properties.clone();
-            mask_map(&mut properties);
-            json!({"boot_index": t.boot_index, "volume_type": t.volume_type.as_str(),
-                   "volume_id": t.volume_id,
-                   "properties": serde_json::to_string_pretty(&properties).unwrap_or_default()})
+            let attachment = attachments.iter().find(|a| a.target_uuid == t.uuid).map(|a| {
+                json!({"state": a.state.as_str(), "step": a.step, "api": a.api,
+                       "attachment_id": a.attachment_id, "last_error": a.last_error,
+                       "updated_at": a.updated_at})
+            });
+            json!({"uuid": t.uuid, "boot_index": t.boot_index, "volume_type": t.volume_type.as_str(),
+                   "volume_id": t.volume_id, "properties": masked_pretty(&t.properties),
+                   "attachment": attachment})
         })
         .collect();
     state.render(
@@ -178,6 +207,10 @@ pub(super) async fn render_node(
             user => s.user.clone(), csrf => s.csrf.clone(), error => error, notice => notice,
             node => Serde(node), ports => Serde(ports), connectors => Serde(connectors),
             targets => Serde(targets), script => script, script_problem => script_problem,
+            volume_types => VolumeType::ALL.iter().map(VolumeType::as_str).collect::<Vec<_>>(),
+            connector_types => ConnectorType::ALL.iter().map(ConnectorType::as_str).collect::<Vec<_>>(),
+            drivers => Driver::ALL.iter().map(Driver::as_str).collect::<Vec<_>>(),
+            storage_interfaces => StorageInterfaceName::ALL.iter().map(StorageInterfaceName::as_str).collect::<Vec<_>>(),
             events => Serde(events), boots => Serde(boots),
         },
     )

@@ -32,11 +32,15 @@ fn random_hex() -> String {
 pub(super) struct Session {
     pub(super) user: Option<String>,
     pub(super) csrf: String,
+    /// The cookie value that names this session.
+    pub(super) cookie: String,
 }
 
 struct Entry {
     session: Session,
     expires: Instant,
+    /// A message for the next page this session sees (after a redirect-after-POST).
+    flash: Option<String>,
 }
 
 /// The session store.
@@ -80,7 +84,8 @@ impl Sessions {
     /// Opens a session; returns the cookie value and the session.
     pub(super) fn open(&self, user: Option<String>) -> (String, Session) {
         let id = random_hex();
-        let session = Session { user, csrf: random_hex() };
+        let cookie = format!("{id}.{}", self.sign(&id));
+        let session = Session { user, csrf: random_hex(), cookie: cookie.clone() };
         let timeout = if session.user.is_some() { IDLE_TIMEOUT } else { ANONYMOUS_TIMEOUT };
         let now = Instant::now();
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
@@ -98,8 +103,7 @@ impl Sessions {
                 entries.remove(&k);
             }
         }
-        entries.insert(id.clone(), Entry { session: session.clone(), expires: now + timeout });
-        let cookie = format!("{id}.{}", self.sign(&id));
+        entries.insert(id, Entry { session: session.clone(), expires: now + timeout, flash: None });
         (cookie, session)
     }
 
@@ -116,6 +120,21 @@ impl Sessions {
         let timeout = if entry.session.user.is_some() { IDLE_TIMEOUT } else { ANONYMOUS_TIMEOUT };
         entry.expires = now + timeout;
         Some(entry.session.clone())
+    }
+
+    /// Keeps `message` for the next page of the session (one message: the newest wins).
+    pub(super) fn set_flash(&self, cookie: &str, message: String) {
+        if let Some(id) = self.verify(cookie)
+            && let Some(entry) = self.entries.lock().unwrap_or_else(|p| p.into_inner()).get_mut(id)
+        {
+            entry.flash = Some(message);
+        }
+    }
+
+    /// The message kept for this page, once.
+    pub(super) fn take_flash(&self, cookie: &str) -> Option<String> {
+        let id = self.verify(cookie)?;
+        self.entries.lock().unwrap_or_else(|p| p.into_inner()).get_mut(id)?.flash.take()
     }
 
     /// Ends the session of a cookie.
@@ -179,6 +198,18 @@ mod tests {
         assert!(sessions.get(id).is_none());
         sessions.close(&cookie);
         assert!(sessions.get(&cookie).is_none());
+    }
+
+    #[test]
+    fn a_flash_message_is_shown_once() {
+        let sessions = Sessions::new();
+        let (cookie, _) = sessions.open(Some("admin".into()));
+        let (other, _) = sessions.open(Some("admin".into()));
+        sessions.set_flash(&cookie, "first".into());
+        sessions.set_flash(&cookie, "second".into());
+        assert_eq!(sessions.take_flash(&other), None);
+        assert_eq!(sessions.take_flash(&cookie).as_deref(), Some("second"));
+        assert_eq!(sessions.take_flash(&cookie), None);
     }
 
     #[test]

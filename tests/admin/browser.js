@@ -1,7 +1,8 @@
 // The admin page in headless Chromium (Debian's `chromium`, driven by playwright-core):
 // log in, create a node with a port, an iqn connector and an iSCSI target, see its script,
-// power it on, save a screenshot of the node page, check that a form posted without its CSRF
-// token is refused, log out. Run by tests/it/admin.rs:
+// edit the target (new portal, CHAP secret kept masked), add and delete a port, power the node
+// on, save a screenshot of the node page, check that a form posted without its CSRF token is
+// refused, log out. Run by tests/it/admin.rs:
 //   node browser.js <base url> <user> <password> <screenshot path>
 const { chromium } = require('playwright-core');
 
@@ -47,15 +48,52 @@ function check(condition, message) {
     check((await page.content()).includes('iqn.2024-01.org.example.san:browser'), 'target not shown');
     check(!(await page.content()).includes('browser-chap-secret'), 'CHAP secret shown');
 
-    await page.click('button:has-text("Power on")');
+    check((await page.textContent('[role=status]')) === 'Node created.', 'no "Node created." message');
+    const node = page.url();
+
+    // Edit the target: open its <details>, change the portal in the JSON, keep the masked secret.
+    await page.click('summary:has-text("Edit target 0")');
+    const properties = page.locator('textarea[name=properties]').first();
+    const edited = (await properties.inputValue()).replace('192.0.2.10:3260', '192.0.2.11:3260');
+    check(edited.includes('"******"'), `the CHAP secret is not masked in the form: ${edited}`);
+    await properties.fill(edited);
+    await Promise.all([page.waitForURL(node), page.click('button:has-text("Save target")')]);
+    check((await page.textContent('[role=status]')) === 'Volume target saved.', 'target not saved');
+    check((await page.content()).includes('192.0.2.11:3260'), 'new portal not shown');
+    check(!(await page.content()).includes('browser-chap-secret'), 'CHAP secret shown after edit');
+
+    // A second port, then deleted; a bad MAC is refused with the API's message.
+    await page.fill('input[aria-label="New port MAC address"]', '52:54:00:ab:cd:f0');
+    await Promise.all([page.waitForURL(node), page.click('button:has-text("Add port")')]);
+    check((await page.locator('input[name=address][value="52:54:00:ab:cd:f0"]').count()) === 1, 'port not added');
+    await page.fill('input[aria-label="New port MAC address"]', 'not-a-mac');
+    await Promise.all([page.waitForNavigation(), page.click('button:has-text("Add port")')]);
+    check((await page.textContent('[role=alert]')).startsWith('port:'), 'bad MAC not refused');
+    await page.goto(node);
+    await Promise.all([page.waitForURL(node), page.locator('button:has-text("Delete port")').nth(1).click()]);
+    check((await page.locator('input[name=address][value="52:54:00:ab:cd:f0"]').count()) === 0, 'port not deleted');
+
+    await Promise.all([page.waitForURL(node), page.click('button:has-text("Power on")')]);
     await page.waitForSelector('text=Power action "power on" started.');
-    const node = page.url().replace(/\/power$/, '');
-    for (let i = 0; ; i++) {
-      await page.goto(node);
-      if ((await page.content()).includes('<th>Power</th><td>power on</td>')) break;
-      check(i < 50, 'node never powered on');
-      await page.waitForTimeout(100);
+    // Actions run in the background: reload the node page until it shows `row`.
+    const until = async (row, what) => {
+      for (let i = 0; ; i++) {
+        await page.goto(node);
+        if ((await page.content()).includes(row)) return;
+        check(i < 100, `${what} never happened`);
+        await page.waitForTimeout(100);
+      }
+    };
+    await until('<th>Power</th><td>power on</td>', 'power on');
+
+    // Manage, provide, deploy: the node then gets its iSCSI script, the CHAP secret masked.
+    for (const [button, state] of [['Manage', 'manageable'], ['Provide', 'available'], ['Deploy', 'active']]) {
+      await Promise.all([page.waitForURL(node), page.click(`button:has-text("${button}")`)]);
+      await until(`<th>Provision state</th><td>${state}</td>`, button);
     }
+    const deployed = await page.textContent('#script');
+    check(deployed.includes('sanboot') && deployed.includes('192.0.2.11'), `no sanboot script: ${deployed}`);
+    check(deployed.includes('******') && !deployed.includes('browser-chap-secret'), `CHAP not masked: ${deployed}`);
     await page.screenshot({ path: screenshot, fullPage: true });
 
     // A form without its CSRF token is refused.
