@@ -147,6 +147,35 @@ pub(super) async fn provision(
     .await
 }
 
+/// Sets maintenance (with a reason) or ends it.
+pub(super) async fn maintenance(
+    State(state): State<AdminState>,
+    Path(node): Path<String>,
+    headers: HeaderMap,
+    Form(form): Form<HashMap<String, String>>,
+) -> Response {
+    let on = field(&form, "maintenance") == "on";
+    let reason = field(&form, "reason").to_owned();
+    with_session(&state, &headers, &form, |_| async {
+        if !plain_segment(&node) {
+            return Outcome::refused(&node, StatusCode::NOT_FOUND, "No such node.");
+        }
+        let path = format!("/v1/nodes/{node}/maintenance");
+        let (status, body) = if on {
+            let reason = if reason.is_empty() { Value::Null } else { json!(reason) };
+            state.api.internal_call(Method::PUT, &path, Some(&json!({ "reason": reason }))).await
+        } else {
+            state.api.internal_call(Method::DELETE, &path, None).await
+        };
+        if status.is_success() {
+            Outcome::on_node(&node, if on { "Maintenance set." } else { "Maintenance ended." })
+        } else {
+            Outcome::refused(&node, status, fault(&body))
+        }
+    })
+    .await
+}
+
 pub(super) async fn validate(
     State(state): State<AdminState>,
     Path(node): Path<String>,

@@ -94,6 +94,7 @@ pub fn router(api: ApiState) -> Router {
         .route("/admin/nodes/{node}/power", post(forms::power))
         .route("/admin/nodes/{node}/provision", post(forms::provision))
         .route("/admin/nodes/{node}/validate", post(forms::validate))
+        .route("/admin/nodes/{node}/maintenance", post(forms::maintenance))
         .route("/admin/nodes/{node}/edit", post(forms::edit_node))
         .route("/admin/nodes/{node}/delete", post(forms::delete_node))
         .route("/admin/nodes/{node}/{child}", post(forms::create_child))

@@ -165,7 +165,8 @@ pub(super) async fn render_node(
             Ok(scenario) => scenario.name().to_owned(),
             Err(e) => format!("not bootable: {e}"),
         },
-        "maintenance": n.maintenance, "last_error": n.last_error,
+        "maintenance": n.maintenance, "maintenance_reason": n.maintenance_reason,
+        "last_error": n.last_error,
     });
     let ports: Vec<Value> = record
         .ports

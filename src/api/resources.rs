@@ -55,6 +55,12 @@ pub(super) async fn route(state: &ApiState, r: &Request) -> ApiResult {
             set_provision(state, r, node).await
         }
         ["nodes", node, "validate"] if m == Method::GET => validate(state, node).await,
+        ["nodes", node, "maintenance"] if m == Method::PUT => {
+            set_maintenance(state, r, node, true).await
+        }
+        ["nodes", node, "maintenance"] if m == Method::DELETE => {
+            set_maintenance(state, r, node, false).await
+        }
         ["nodes", node, "management", "boot_device"] if m == Method::GET => {
             get_boot_device(state, node).await
         }
@@ -408,6 +414,7 @@ async fn create_node(state: &ApiState, r: &Request) -> ApiResult {
     };
     write.await?;
     let record = load_node(state, &uuid).await?;
+    record_change(state, "node", "create", &uuid, &uuid).await;
     Ok(created(format!("{}/v1/nodes/{uuid}", r.base), &node_json(state, r, &record)))
 }
 
@@ -461,6 +468,7 @@ async fn patch_node(state: &ApiState, r: &Request, key: &str) -> ApiResult {
         state.inner.conductor.db().run(move |db| db.update_node(&uuid, &spec))
     };
     write.await?;
+    record_change(state, "node", "update", &node.uuid, &node.uuid).await;
     let record = load_node(state, &node.uuid).await?;
     Ok(json_response(StatusCode::OK, &node_json(state, r, &record)))
 }
@@ -508,7 +516,91 @@ async fn delete_node(state: &ApiState, key: &str) -> ApiResult {
     let record = load_node(state, key).await?;
     check_unlocked(state, &record.node).await?;
     state.inner.conductor.delete(&record.node.uuid).await.map_err(map_conductor)?;
+    record_change(state, "node", "delete", &record.node.uuid, &record.node.uuid).await;
     Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// Records a create, update or delete made through the API as an event with Ironic's name
+/// (`baremetal.node.update.end`, `baremetal.port.create.end`, ...): the node's history, and the
+/// webhook's, shows who changed what. A failure to record is logged; the change stands.
+async fn record_change(
+    state: &ApiState,
+    resource: &str,
+    action: &str,
+    node_uuid: &str,
+    uuid: &str,
+) {
+    let event_type = format!("baremetal.{resource}.{action}.end");
+    let payload = json!({"uuid": uuid, "node_uuid": node_uuid});
+    let node = node_uuid.to_owned();
+    if let Err(e) = state
+        .inner
+        .conductor
+        .db()
+        .run(move |db| db.add_event(Some(&node), &event_type, "info", &payload))
+        .await
+    {
+        tracing::error!(error = %e, "cannot record an event");
+    }
+}
+
+/// `PUT /v1/nodes/{node}/maintenance` (`{"reason": ...}`, optional) and `DELETE`: sets or
+/// clears maintenance at once (202, as Ironic). A node in maintenance is left out of the
+/// power-state sync, and its ports may change while it is deployed.
+async fn set_maintenance(state: &ApiState, r: &Request, key: &str, on: bool) -> ApiResult {
+    let reason = if on && !r.body.is_empty() {
+        let body = r.json()?;
+        let Value::Object(body) = body else {
+            return Err(ApiError::bad_request(
+                "The body must be a JSON object, like {\"reason\": \"...\"}",
+            ));
+        };
+        if let Some(key) = body.keys().find(|k| *k != "reason") {
+            return Err(ApiError::bad_request(format!(
+                "{key}: not a field of a maintenance request (fields: reason)"
+            )));
+        }
+        match body.get("reason") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(text)) => {
+                if text.chars().count() > 255 || text.chars().any(char::is_control) {
+                    return Err(ApiError::bad_request(
+                        "reason: at most 255 characters, without control characters",
+                    ));
+                }
+                Some(text.clone())
+            }
+            Some(other) => {
+                return Err(ApiError::bad_request(format!(
+                    "reason: must be a string, not {}",
+                    kind_of(other)
+                )));
+            }
+        }
+    } else {
+        None
+    };
+    let record = load_node(state, key).await?;
+    let uuid = record.node.uuid.clone();
+    let write = {
+        let (uuid, reason) = (uuid.clone(), reason.clone());
+        state.inner.conductor.db().run(move |db| db.set_maintenance(&uuid, on, reason.as_deref()))
+    };
+    write.await?;
+    let payload = json!({"node_uuid": uuid, "node_name": record.node.name, "maintenance": on, "reason": reason});
+    let node = uuid.clone();
+    if let Err(e) = state
+        .inner
+        .conductor
+        .db()
+        .run(move |db| {
+            db.add_event(Some(&node), "baremetal.node.maintenance_set.end", "info", &payload)
+        })
+        .await
+    {
+        tracing::error!(error = %e, "cannot record an event");
+    }
+    Ok(accepted(r, &uuid))
 }
 
 async fn node_states(state: &ApiState, r: &Request, key: &str) -> ApiResult {
@@ -961,19 +1053,37 @@ async fn show_child(state: &ApiState, r: &Request, kind: ChildKind, id: &str) ->
     Ok(json_response(StatusCode::OK, &doc))
 }
 
+/// Whether a node is deployed or on its way in or out (its volume and MACs are in use).
+fn deployed(state: ProvisionState) -> bool {
+    matches!(
+        state,
+        ProvisionState::Active
+            | ProvisionState::Deploying
+            | ProvisionState::WaitCallBack
+            | ProvisionState::Deleting
+    )
+}
+
+/// Ironic's rule for a port's address: on a deployed node it changes (or the port goes) only
+/// in maintenance. Its MAC is how the node is given the script that boots its volume.
+async fn port_editable(state: &ApiState, node_uuid: &str) -> Result<(), ApiError> {
+    let record = load_node(state, node_uuid).await?;
+    let node = &record.node;
+    if deployed(node.provision_state) && !node.maintenance {
+        return Err(ApiError::bad_request(format!(
+            "Invalid state requested: the port addresses of node {} ({}) change only in maintenance: they pick the script it boots (set maintenance first)",
+            node.uuid, node.provision_state
+        )));
+    }
+    Ok(())
+}
+
 /// Ironic's rule for volume connectors and targets: they change only while the node is
 /// powered off or not deployed.
 async fn volume_editable(state: &ApiState, node_uuid: &str) -> Result<(), ApiError> {
     let record = load_node(state, node_uuid).await?;
     let node = &record.node;
-    let deployed = matches!(
-        node.provision_state,
-        ProvisionState::Active
-            | ProvisionState::Deploying
-            | ProvisionState::WaitCallBack
-            | ProvisionState::Deleting
-    );
-    if deployed && node.power_state != Some(PowerState::Off) {
+    if deployed(node.provision_state) && node.power_state != Some(PowerState::Off) {
         return Err(ApiError::bad_request(format!(
             "Invalid state requested: the volume information of node {} can only be changed while it is powered off or not deployed (it is {} and {})",
             node.uuid,
@@ -1084,12 +1194,23 @@ async fn write_port(state: &ApiState, r: &Request, id: Option<&str>) -> ApiResul
     let (doc, node, uuid, stored) =
         child_document(state, r, ChildKind::Port, id, &["address", "node_uuid", "extra"]).await?;
     let spec = inventory::parse_port(&Value::Object(doc)).map_err(ApiError::bad_request)?;
+    if let Some((old, old_node)) = &stored {
+        let moved = old_node != &node;
+        let readdressed = old["address"].as_str() != Some(spec.address.to_string().as_str());
+        if moved || readdressed {
+            port_editable(state, old_node).await?;
+        }
+        if moved {
+            port_editable(state, &node).await?;
+        }
+    }
     let existing = stored.is_some();
     let write = {
         let (uuid, node) = (uuid.clone(), node.clone());
         state.inner.conductor.db().run(move |db| db.write_port(&uuid, &node, &spec, existing))
     };
     write.await?;
+    record_change(state, "port", if existing { "update" } else { "create" }, &node, &uuid).await;
     let (doc, _) = find_child(state, r, ChildKind::Port, &uuid).await?;
     Ok(if existing {
         json_response(StatusCode::OK, &doc)
@@ -1120,6 +1241,8 @@ async fn write_connector(state: &ApiState, r: &Request, id: Option<&str>) -> Api
         state.inner.conductor.db().run(move |db| db.write_connector(&uuid, &node, &spec, existing))
     };
     write.await?;
+    let action = if existing { "update" } else { "create" };
+    record_change(state, "volumeconnector", action, &node, &uuid).await;
     let (doc, _) = find_child(state, r, ChildKind::Connector, &uuid).await?;
     Ok(if existing {
         json_response(StatusCode::OK, &doc)
@@ -1162,6 +1285,8 @@ async fn write_target(state: &ApiState, r: &Request, id: Option<&str>) -> ApiRes
         state.inner.conductor.db().run(move |db| db.write_target(&uuid, &node, &spec, existing))
     };
     write.await?;
+    let action = if existing { "update" } else { "create" };
+    record_change(state, "volumetarget", action, &node, &uuid).await;
     let (mut doc, _) = find_child(state, r, ChildKind::Target, &uuid).await?;
     mask(&mut doc);
     Ok(if existing {
@@ -1181,13 +1306,21 @@ async fn delete_child(state: &ApiState, kind: ChildKind, id: &str) -> ApiResult 
         body: Default::default(),
     };
     let (_, node) = find_child(state, &r, kind, id).await?;
-    if kind != ChildKind::Port {
+    if kind == ChildKind::Port {
+        port_editable(state, &node).await?;
+    } else {
         volume_editable(state, &node).await?;
     }
-    let id = id.to_owned();
-    let deleted = state.inner.conductor.db().run(move |db| db.delete_child(kind, &id)).await?;
+    let uuid = id.to_owned();
+    let deleted = state.inner.conductor.db().run(move |db| db.delete_child(kind, &uuid)).await?;
     if !deleted {
         return Err(ApiError::not_found("It was deleted meanwhile."));
     }
+    let resource = match kind {
+        ChildKind::Port => "port",
+        ChildKind::Connector => "volumeconnector",
+        ChildKind::Target => "volumetarget",
+    };
+    record_change(state, resource, "delete", &node, id).await;
     Ok(StatusCode::NO_CONTENT.into_response())
 }

@@ -9,13 +9,14 @@ use crate::model::Node;
 
 impl Db {
     /// Saves what actions change: provision and power states (and targets), `last_error`,
-    /// `maintenance`, `instance_info` and `driver_internal_info`. Identity, interfaces and
-    /// `driver_info` are the inventory's and are not touched.
+    /// `instance_info` and `driver_internal_info`. Identity, interfaces, `driver_info` and
+    /// `maintenance` (the operator's: [`Db::set_maintenance`], inventories) are not touched, so
+    /// an action that ends after the operator set maintenance does not clear it.
     pub fn save_node_runtime(&self, node: &Node) -> Result<(), DbError> {
         self.conn.execute(
             "UPDATE nodes SET provision_state = ?2, target_provision_state = ?3, power_state = ?4, \
-             target_power_state = ?5, last_error = ?6, maintenance = ?7, instance_info = ?8, \
-             driver_internal_info = ?9, updated_at = strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now') WHERE uuid = ?1",
+             target_power_state = ?5, last_error = ?6, instance_info = ?7, \
+             driver_internal_info = ?8, updated_at = strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now') WHERE uuid = ?1",
             params![
                 node.uuid,
                 node.provision_state.as_str(),
@@ -23,10 +24,24 @@ impl Db {
                 node.power_state.map(|s| s.as_str()),
                 node.target_power_state.map(|s| s.as_str()),
                 node.last_error,
-                node.maintenance,
                 Value::Object(node.instance_info.clone()).to_string(),
                 Value::Object(node.driver_internal_info.clone()).to_string(),
             ],
+        )?;
+        Ok(())
+    }
+
+    /// Sets or clears a node's maintenance flag and reason (cleared with the flag).
+    pub fn set_maintenance(
+        &self,
+        node_uuid: &str,
+        on: bool,
+        reason: Option<&str>,
+    ) -> Result<(), DbError> {
+        self.conn.execute(
+            "UPDATE nodes SET maintenance = ?2, maintenance_reason = ?3, \
+             updated_at = strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now') WHERE uuid = ?1",
+            params![node_uuid, on, if on { reason } else { None }],
         )?;
         Ok(())
     }

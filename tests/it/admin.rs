@@ -691,6 +691,34 @@ fn forms_edit_and_delete_nodes_ports_connectors_and_targets() {
     );
     assert_eq!(stored(&admin, &uuid).ports.len(), 1);
 
+    // Maintenance, with a reason (as the API checks it), then ended.
+    let maintenance = format!("{node}/maintenance");
+    let refused = post(
+        &admin,
+        &cookie,
+        &csrf,
+        &maintenance,
+        &[("maintenance", "on"), ("reason", &"x".repeat(300))],
+    );
+    assert_eq!(refused.status, 400, "{}", refused.body);
+    let set = post(
+        &admin,
+        &cookie,
+        &csrf,
+        &maintenance,
+        &[("maintenance", "on"), ("reason", "swap NIC")],
+    );
+    assert_eq!(set.status, 303);
+    let shown = page(&admin);
+    assert!(
+        shown.contains("Maintenance set.") && shown.contains("<td>yes: swap NIC</td>"),
+        "{shown}"
+    );
+    assert!(stored(&admin, &uuid).node.maintenance);
+    assert_eq!(post(&admin, &cookie, &csrf, &maintenance, &[("maintenance", "off")]).status, 303);
+    assert!(page(&admin).contains("<td>no</td>"));
+    assert!(!stored(&admin, &uuid).node.maintenance);
+
     // The target: a new portal, the CHAP secret sent back masked (kept), bad JSON refused.
     let target_path = format!("{node}/targets/{target}");
     let properties = json!({"target_iqn": "iqn.2024-01.org.example.san:v21",

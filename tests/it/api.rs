@@ -516,6 +516,52 @@ fn ports_connectors_targets_and_their_rules() {
     assert!(fault(&body).contains("powered off"));
     assert_eq!(api.v("DELETE", &format!("/v1/volume/targets/{target_uuid}"), None).0, 400);
     assert_eq!(api.v("DELETE", "/v1/nodes/n1", None).0, 409);
+    // Deployed: a port's address changes, or the port goes, only in maintenance.
+    let port_path = format!("/v1/ports/{port_uuid}");
+    let readdress = |mac: &str| json!([{"op": "replace", "path": "/address", "value": mac}]);
+    let (status, body) = api.v("PATCH", &port_path, Some(readdress("52:54:00:aa:00:09")));
+    assert_eq!(status, 400, "{body}");
+    assert!(fault(&body).contains("maintenance"), "{body}");
+    assert_eq!(api.v("DELETE", &port_path, None).0, 400);
+    // Maintenance: bad bodies refused with a message; set with a reason; cleared.
+    for bad in
+        [json!({"reason": 5}), json!({"why": "x"}), json!({"reason": "two\nlines"}), json!([])]
+    {
+        let (status, body) = api.v("PUT", "/v1/nodes/n1/maintenance", Some(bad.clone()));
+        assert_eq!(status, 400, "{bad}: {body}");
+        assert!(!fault(&body).is_empty());
+    }
+    assert_eq!(api.v("PUT", "/v1/nodes/ghost/maintenance", None).0, 404);
+    assert_eq!(
+        api.v("PUT", "/v1/nodes/n1/maintenance", Some(json!({"reason": "swap NIC"}))).0,
+        202
+    );
+    let (_, doc) = api.v("GET", "/v1/nodes/n1", None);
+    assert_eq!(
+        (&doc["maintenance"], &doc["maintenance_reason"]),
+        (&json!(true), &json!("swap NIC"))
+    );
+    let (status, body) = api.v("PATCH", &port_path, Some(readdress("52:54:00:aa:00:09")));
+    assert_eq!((status, body["address"].as_str()), (200, Some("52:54:00:aa:00:09")), "{body}");
+    assert_eq!(api.v("PATCH", &port_path, Some(readdress("52:54:00:aa:00:03"))).0, 200);
+    assert_eq!(api.v("DELETE", "/v1/nodes/n1/maintenance", None).0, 202);
+    let (_, doc) = api.v("GET", "/v1/nodes/n1", None);
+    assert_eq!((&doc["maintenance"], &doc["maintenance_reason"]), (&json!(false), &Value::Null));
+    assert_eq!(api.v("PATCH", &port_path, Some(readdress("52:54:00:aa:00:09"))).0, 400);
+    // Every change made through the API is in the node's events, with Ironic's names.
+    let db = bootvol::db::Db::open(&api._dir.path().join("bootvol.db")).unwrap();
+    let events: Vec<String> =
+        db.events(Some(&uuid), 500).unwrap().into_iter().map(|e| e.event_type).collect();
+    for expected in [
+        "baremetal.node.create.end",
+        "baremetal.port.create.end",
+        "baremetal.port.update.end",
+        "baremetal.volumeconnector.create.end",
+        "baremetal.volumetarget.create.end",
+        "baremetal.node.maintenance_set.end",
+    ] {
+        assert!(events.iter().any(|e| e == expected), "{expected} missing: {events:?}");
+    }
     assert_eq!(
         api.v("PUT", "/v1/nodes/n1/states/power", Some(json!({"target": "power off"}))).0,
         202
@@ -890,6 +936,14 @@ fn cli_flow(cli: &Cli<'_>, program: &str, prefix: &[&str], name: &str, mac: &str
     assert!(validation.contains("storage"), "{validation}");
     run(&["node", "deploy", name, "--wait", "30"]);
     assert_eq!(json(&["node", "show", name, "-f", "json"])["provision_state"], "active");
+    run(&["node", "maintenance", "set", name, "--reason", "swap NIC"]);
+    let shown = json(&["node", "show", name, "-f", "json"]);
+    assert_eq!(
+        (&shown["maintenance"], &shown["maintenance_reason"]),
+        (&json!(true), &json!("swap NIC"))
+    );
+    run(&["node", "maintenance", "unset", name]);
+    assert_eq!(json(&["node", "show", name, "-f", "json"])["maintenance"], false);
     let try_run = |rest: &[&str]| -> (bool, String) {
         let a = args(rest);
         cli.run(program, &a.iter().map(String::as_str).collect::<Vec<_>>())
