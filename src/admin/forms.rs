@@ -92,38 +92,31 @@ fn plain_segment(text: &str) -> bool {
 }
 
 pub(super) async fn power(
-    State(state): State<AdminState>,
-    Path(node): Path<String>,
+    state: State<AdminState>,
+    node: Path<String>,
     headers: HeaderMap,
-    Form(form): Form<HashMap<String, String>>,
+    form: Form<HashMap<String, String>>,
 ) -> Response {
-    let target = field(&form, "target").to_owned();
-    with_session(&state, &headers, &form, |_| async {
-        if !plain_segment(&node) {
-            return Outcome::refused(&node, StatusCode::NOT_FOUND, "No such node.");
-        }
-        let (status, body) = state
-            .api
-            .internal_call(
-                Method::PUT,
-                &format!("/v1/nodes/{node}/states/power"),
-                Some(&json!({ "target": target })),
-            )
-            .await;
-        if status.is_success() {
-            Outcome::on_node(&node, format!("Power action \"{target}\" started."))
-        } else {
-            Outcome::refused(&node, status, fault(&body))
-        }
-    })
-    .await
+    set_state(state, node, headers, form, "power").await
 }
 
 pub(super) async fn provision(
+    state: State<AdminState>,
+    node: Path<String>,
+    headers: HeaderMap,
+    form: Form<HashMap<String, String>>,
+) -> Response {
+    set_state(state, node, headers, form, "provision").await
+}
+
+/// `PUT /v1/nodes/{node}/states/{which}` with the form's `target` (an action that goes on in
+/// the background).
+async fn set_state(
     State(state): State<AdminState>,
     Path(node): Path<String>,
     headers: HeaderMap,
     Form(form): Form<HashMap<String, String>>,
+    which: &'static str,
 ) -> Response {
     let target = field(&form, "target").to_owned();
     with_session(&state, &headers, &form, |_| async {
@@ -134,12 +127,12 @@ pub(super) async fn provision(
             .api
             .internal_call(
                 Method::PUT,
-                &format!("/v1/nodes/{node}/states/provision"),
+                &format!("/v1/nodes/{node}/states/{which}"),
                 Some(&json!({ "target": target })),
             )
             .await;
         if status.is_success() {
-            Outcome::on_node(&node, format!("Provision action \"{target}\" started."))
+            Outcome::on_node(&node, format!("{} action \"{target}\" started.", capitalized(which)))
         } else {
             Outcome::refused(&node, status, fault(&body))
         }
@@ -482,14 +475,10 @@ pub(super) async fn create_child(
     Form(form): Form<HashMap<String, String>>,
 ) -> Response {
     with_session(&state, &headers, &form, |_| async {
-        let Some(child) = Child::from_segment(&segment) else {
-            return Outcome::refused(&node, StatusCode::NOT_FOUND, "No such form.");
-        };
-        let current = match current_node(&state, &node).await {
-            Ok(current) => current,
+        let (child, uuid) = match child_of(&state, &node, &segment).await {
+            Ok(found) => found,
             Err(refused) => return refused,
         };
-        let uuid = current["uuid"].as_str().unwrap_or(&node).to_owned();
         let mut doc = match child.document(&form) {
             Ok(doc) => doc,
             Err(e) => {
@@ -510,6 +499,19 @@ pub(super) async fn create_child(
         }
     })
     .await
+}
+
+/// The kind of child a URL segment names, and the UUID of the node it is under.
+async fn child_of(
+    state: &AdminState,
+    node: &str,
+    segment: &str,
+) -> Result<(Child, String), Outcome> {
+    let Some(child) = Child::from_segment(segment) else {
+        return Err(Outcome::refused(node, StatusCode::NOT_FOUND, "No such form."));
+    };
+    let current = current_node(state, node).await?;
+    Ok((child, current["uuid"].as_str().unwrap_or(node).to_owned()))
 }
 
 /// A child of `node` as the API shows it, refused when it belongs to another node.
@@ -551,14 +553,10 @@ pub(super) async fn edit_child(
     Form(form): Form<HashMap<String, String>>,
 ) -> Response {
     with_session(&state, &headers, &form, |_| async {
-        let Some(child) = Child::from_segment(&segment) else {
-            return Outcome::refused(&node, StatusCode::NOT_FOUND, "No such form.");
-        };
-        let node_doc = match current_node(&state, &node).await {
-            Ok(current) => current,
+        let (child, uuid) = match child_of(&state, &node, &segment).await {
+            Ok(found) => found,
             Err(refused) => return refused,
         };
-        let uuid = node_doc["uuid"].as_str().unwrap_or(&node).to_owned();
         let current = match current_child(&state, &uuid, child, &id).await {
             Ok(current) => current,
             Err(refused) => return refused,
@@ -602,14 +600,10 @@ pub(super) async fn delete_child(
     Form(form): Form<HashMap<String, String>>,
 ) -> Response {
     with_session(&state, &headers, &form, |_| async {
-        let Some(child) = Child::from_segment(&segment) else {
-            return Outcome::refused(&node, StatusCode::NOT_FOUND, "No such form.");
-        };
-        let node_doc = match current_node(&state, &node).await {
-            Ok(current) => current,
+        let (child, uuid) = match child_of(&state, &node, &segment).await {
+            Ok(found) => found,
             Err(refused) => return refused,
         };
-        let uuid = node_doc["uuid"].as_str().unwrap_or(&node).to_owned();
         if let Err(refused) = current_child(&state, &uuid, child, &id).await {
             return refused;
         }

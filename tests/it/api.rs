@@ -7,7 +7,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use bootvol::app::{Listeners, serve};
 use bootvol::config::Config;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -48,24 +47,7 @@ impl Api {
         };
         let text = format!("{}{auth}", config_text(dir.path()));
         let config = Config::from_toml(&text, "test").unwrap();
-        let shutdown = CancellationToken::new();
-        let token = shutdown.clone();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .unwrap();
-            runtime.block_on(async move {
-                let http = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-                let tftp = tokio::net::UdpSocket::bind("127.0.0.1:0").await?;
-                let api = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-                tx.send((api.local_addr()?, http.local_addr()?)).unwrap();
-                serve(config, Listeners { http, tftp, api }, token).await
-            })
-        });
-        let (addr, boot) = rx.recv_timeout(Duration::from_secs(10)).expect("API bound");
+        let (addr, boot, shutdown) = crate::support::start_serve(config);
         let api = Api {
             base: format!("http://{addr}"),
             boot: format!("http://{boot}"),

@@ -171,3 +171,29 @@ impl Appliance {
         Db::open(&self.path("bootvol.db")).unwrap()
     }
 }
+
+/// Starts `app::serve` with `config` on 127.0.0.1 ephemeral ports, in its own thread and
+/// runtime; answers the API and boot HTTP addresses and the token that stops it.
+pub(crate) fn start_serve(
+    config: Config,
+) -> (std::net::SocketAddr, std::net::SocketAddr, tokio_util::sync::CancellationToken) {
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let token = shutdown.clone();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let http = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+            let tftp = tokio::net::UdpSocket::bind("127.0.0.1:0").await?;
+            let api = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+            tx.send((api.local_addr()?, http.local_addr()?)).unwrap();
+            bootvol::app::serve(config, bootvol::app::Listeners { http, tftp, api }, token).await
+        })
+    });
+    let (api, boot) = rx.recv_timeout(std::time::Duration::from_secs(10)).expect("API bound");
+    (api, boot, shutdown)
+}
