@@ -48,6 +48,33 @@ impl Outcome {
     fn on_node(node: &str, message: impl Into<String>) -> Outcome {
         Outcome::Done { to: format!("/admin/nodes/{node}"), message: message.into() }
     }
+
+    /// An API answer as the outcome of a form on `node`'s page: `done` when it worked, else
+    /// the API's message (after `what: ` when given).
+    fn of_answer(
+        node: &str,
+        (status, body): (StatusCode, Value),
+        done: impl Into<String>,
+        what: Option<&str>,
+    ) -> Outcome {
+        if status.is_success() {
+            return Outcome::on_node(node, done);
+        }
+        let message = match what {
+            Some(what) => format!("{what}: {}", fault(&body)),
+            None => fault(&body),
+        };
+        Outcome::refused(node, status, message)
+    }
+
+    /// Refuses a node name or UUID that cannot name one resource.
+    fn check_node(node: &str) -> Result<(), Outcome> {
+        if plain_segment(node) {
+            Ok(())
+        } else {
+            Err(Outcome::refused(node, StatusCode::NOT_FOUND, "No such node."))
+        }
+    }
 }
 
 /// Turns an outcome into the answer: a 303 with a flash message, or the page with the problem.
@@ -120,10 +147,10 @@ async fn set_state(
 ) -> Response {
     let target = field(&form, "target").to_owned();
     with_session(&state, &headers, &form, |_| async {
-        if !plain_segment(&node) {
-            return Outcome::refused(&node, StatusCode::NOT_FOUND, "No such node.");
+        if let Err(refused) = Outcome::check_node(&node) {
+            return refused;
         }
-        let (status, body) = state
+        let answer = state
             .api
             .internal_call(
                 Method::PUT,
@@ -131,11 +158,12 @@ async fn set_state(
                 Some(&json!({ "target": target })),
             )
             .await;
-        if status.is_success() {
-            Outcome::on_node(&node, format!("{} action \"{target}\" started.", capitalized(which)))
-        } else {
-            Outcome::refused(&node, status, fault(&body))
-        }
+        Outcome::of_answer(
+            &node,
+            answer,
+            format!("{} action \"{target}\" started.", capitalized(which)),
+            None,
+        )
     })
     .await
 }
@@ -150,21 +178,18 @@ pub(super) async fn maintenance(
     let on = field(&form, "maintenance") == "on";
     let reason = field(&form, "reason").to_owned();
     with_session(&state, &headers, &form, |_| async {
-        if !plain_segment(&node) {
-            return Outcome::refused(&node, StatusCode::NOT_FOUND, "No such node.");
+        if let Err(refused) = Outcome::check_node(&node) {
+            return refused;
         }
         let path = format!("/v1/nodes/{node}/maintenance");
-        let (status, body) = if on {
+        let answer = if on {
             let reason = if reason.is_empty() { Value::Null } else { json!(reason) };
             state.api.internal_call(Method::PUT, &path, Some(&json!({ "reason": reason }))).await
         } else {
             state.api.internal_call(Method::DELETE, &path, None).await
         };
-        if status.is_success() {
-            Outcome::on_node(&node, if on { "Maintenance set." } else { "Maintenance ended." })
-        } else {
-            Outcome::refused(&node, status, fault(&body))
-        }
+        let done = if on { "Maintenance set." } else { "Maintenance ended." };
+        Outcome::of_answer(&node, answer, done, None)
     })
     .await
 }
@@ -176,8 +201,8 @@ pub(super) async fn validate(
     Form(form): Form<HashMap<String, String>>,
 ) -> Response {
     with_session(&state, &headers, &form, |_| async {
-        if !plain_segment(&node) {
-            return Outcome::refused(&node, StatusCode::NOT_FOUND, "No such node.");
+        if let Err(refused) = Outcome::check_node(&node) {
+            return refused;
         }
         let (status, body) =
             state.api.internal_call(Method::GET, &format!("/v1/nodes/{node}/validate"), None).await;
@@ -343,9 +368,7 @@ pub(super) async fn create_node(
 
 /// The node as the API shows it (secrets masked), or why not.
 async fn current_node(state: &AdminState, node: &str) -> Result<Value, Outcome> {
-    if !plain_segment(node) {
-        return Err(Outcome::refused(node, StatusCode::NOT_FOUND, "No such node."));
-    }
+    Outcome::check_node(node)?;
     let (status, body) =
         state.api.internal_call(Method::GET, &format!("/v1/nodes/{node}"), None).await;
     if status.is_success() { Ok(body) } else { Err(Outcome::refused(node, status, fault(&body))) }
@@ -373,15 +396,11 @@ pub(super) async fn edit_node(
         if patch.is_empty() {
             return Outcome::on_node(&uuid, "Nothing changed.");
         }
-        let (status, body) = state
+        let answer = state
             .api
             .internal_call(Method::PATCH, &format!("/v1/nodes/{uuid}"), Some(&Value::Array(patch)))
             .await;
-        if status.is_success() {
-            Outcome::on_node(&uuid, "Node saved.")
-        } else {
-            Outcome::refused(&uuid, status, fault(&body))
-        }
+        Outcome::of_answer(&uuid, answer, "Node saved.", None)
     })
     .await
 }
@@ -490,13 +509,14 @@ pub(super) async fn create_child(
             }
         };
         doc.insert("node_uuid".into(), json!(uuid));
-        let (status, body) =
+        let answer =
             state.api.internal_call(Method::POST, child.api(), Some(&Value::Object(doc))).await;
-        if status.is_success() {
-            Outcome::on_node(&uuid, format!("{} added.", capitalized(child.label())))
-        } else {
-            Outcome::refused(&uuid, status, format!("{}: {}", child.label(), fault(&body)))
-        }
+        Outcome::of_answer(
+            &uuid,
+            answer,
+            format!("{} added.", capitalized(child.label())),
+            Some(child.label()),
+        )
     })
     .await
 }
@@ -575,7 +595,7 @@ pub(super) async fn edit_child(
         if patch.is_empty() {
             return Outcome::on_node(&uuid, "Nothing changed.");
         }
-        let (status, body) = state
+        let answer = state
             .api
             .internal_call(
                 Method::PATCH,
@@ -583,11 +603,12 @@ pub(super) async fn edit_child(
                 Some(&Value::Array(patch)),
             )
             .await;
-        if status.is_success() {
-            Outcome::on_node(&uuid, format!("{} saved.", capitalized(child.label())))
-        } else {
-            Outcome::refused(&uuid, status, format!("{}: {}", child.label(), fault(&body)))
-        }
+        Outcome::of_answer(
+            &uuid,
+            answer,
+            format!("{} saved.", capitalized(child.label())),
+            Some(child.label()),
+        )
     })
     .await
 }
@@ -607,13 +628,14 @@ pub(super) async fn delete_child(
         if let Err(refused) = current_child(&state, &uuid, child, &id).await {
             return refused;
         }
-        let (status, body) =
+        let answer =
             state.api.internal_call(Method::DELETE, &format!("{}/{id}", child.api()), None).await;
-        if status.is_success() {
-            Outcome::on_node(&uuid, format!("{} deleted.", capitalized(child.label())))
-        } else {
-            Outcome::refused(&uuid, status, format!("{}: {}", child.label(), fault(&body)))
-        }
+        Outcome::of_answer(
+            &uuid,
+            answer,
+            format!("{} deleted.", capitalized(child.label())),
+            Some(child.label()),
+        )
     })
     .await
 }

@@ -530,18 +530,9 @@ async fn record_change(
     node_uuid: &str,
     uuid: &str,
 ) {
-    let event_type = format!("baremetal.{resource}.{action}.end");
     let payload = json!({"uuid": uuid, "node_uuid": node_uuid});
-    let node = node_uuid.to_owned();
-    if let Err(e) = state
-        .inner
-        .conductor
-        .db()
-        .run(move |db| db.add_event(Some(&node), &event_type, "info", &payload))
-        .await
-    {
-        tracing::error!(error = %e, "cannot record an event");
-    }
+    let event_type = format!("baremetal.{resource}.{action}.end");
+    state.inner.conductor.db().record_event(node_uuid, event_type, "info", payload).await;
 }
 
 /// `PUT /v1/nodes/{node}/maintenance` (`{"reason": ...}`, optional) and `DELETE`: sets or
@@ -588,18 +579,8 @@ async fn set_maintenance(state: &ApiState, r: &Request, key: &str, on: bool) -> 
     };
     write.await?;
     let payload = json!({"node_uuid": uuid, "node_name": record.node.name, "maintenance": on, "reason": reason});
-    let node = uuid.clone();
-    if let Err(e) = state
-        .inner
-        .conductor
-        .db()
-        .run(move |db| {
-            db.add_event(Some(&node), "baremetal.node.maintenance_set.end", "info", &payload)
-        })
-        .await
-    {
-        tracing::error!(error = %e, "cannot record an event");
-    }
+    let event_type = "baremetal.node.maintenance_set.end".to_owned();
+    state.inner.conductor.db().record_event(&uuid, event_type, "info", payload).await;
     Ok(accepted(r, &uuid))
 }
 

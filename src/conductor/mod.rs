@@ -166,12 +166,7 @@ impl Conductor {
         if let (Some(map), Value::Object(extra)) = (payload.as_object_mut(), extra) {
             map.extend(extra);
         }
-        let node = record.node.uuid.clone();
-        if let Err(e) =
-            self.db.run(move |db| db.add_event(Some(&node), &event_type, level, &payload)).await
-        {
-            tracing::error!(error = %e, "cannot record an event");
-        }
+        self.db.record_event(&record.node.uuid, event_type, level, payload).await;
     }
 
     async fn lock(&self, record: &NodeRecord, action: &str) -> Result<NodeLock, ConductorError> {

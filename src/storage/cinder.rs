@@ -105,12 +105,7 @@ impl CinderStorage {
     }
 
     async fn event(&self, node: &str, event_type: String, level: &'static str, payload: Value) {
-        let node = node.to_owned();
-        if let Err(e) =
-            self.db.run(move |db| db.add_event(Some(&node), &event_type, level, &payload)).await
-        {
-            tracing::error!(error = %e, "cannot record an event");
-        }
+        self.db.record_event(node, event_type, level, payload).await;
     }
 
     async fn set_last_error(&self, node: &str, error: Option<String>) {

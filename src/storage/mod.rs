@@ -54,6 +54,23 @@ impl SharedDb {
         .await
         .expect("database task panicked")
     }
+
+    /// Records an event of a node (masked when stored). An event that cannot be written is
+    /// logged, never returned: the action it reports stands.
+    pub async fn record_event(
+        &self,
+        node_uuid: &str,
+        event_type: String,
+        level: &'static str,
+        payload: serde_json::Value,
+    ) {
+        let node = node_uuid.to_owned();
+        if let Err(e) =
+            self.run(move |db| db.add_event(Some(&node), &event_type, level, &payload)).await
+        {
+            tracing::error!(error = %e, "cannot record an event");
+        }
+    }
 }
 
 /// A node's lock, held by this process until [`NodeLock::release`].
