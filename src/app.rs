@@ -5,6 +5,12 @@
 //! SQLite's `data_version` says another connection committed (for example `bootvol apply`), or
 //! on SIGHUP, and swapped atomically: requests in flight keep the snapshot they started with.
 //! Listeners take already-bound sockets, so tests run the real thing on port 0.
+//!
+//! Background work runs as named services (`services`): startup recovery, webhook delivery,
+//! deploy expiry, power sync and Cinder sync, each on its own task and interval, and the
+//! snapshot watcher. On SIGTERM the listeners drain, then the conductor's actions in flight and
+//! the services are waited for (`TaskTracker`), all within [`DRAIN_TIMEOUT`]; an action the
+//! deadline cuts short is ended at the next start, as after a crash.
 
 use std::future::IntoFuture;
 use std::net::SocketAddr;
@@ -16,15 +22,20 @@ use anyhow::{Context, Result};
 use arc_swap::ArcSwap;
 use tokio::net::{TcpListener, UdpSocket};
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::boot::{BootSnapshot, Templates};
+use crate::conductor::Conductor;
+use crate::conductor::notify::Notifier;
 use crate::config::Config;
 use crate::db::Db;
 use crate::files::FileRoot;
 use crate::http::{BootState, router};
+use crate::services;
 use crate::tftp_files::TftpBootFiles;
 
-/// How long in-flight requests and transfers may take to finish after SIGTERM.
+/// How long in-flight requests, transfers, actions and service passes may take to finish after
+/// SIGTERM, in all.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The sockets `serve` answers on, bound by the caller.
@@ -73,13 +84,14 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) -> Result<()> {
     let started = Instant::now();
-    let snapshot = start_snapshot(&config, shutdown.clone())?;
+    let services = TaskTracker::new();
+    let snapshot = start_snapshot(&config, shutdown.clone(), &services)?;
     let files = served_root(&config.http.files_root, "http.files_root");
     let tftp_root = served_root(&config.tftp.root, "tftp.root");
     let conductor = {
-        let db = crate::storage::SharedDb::new(Db::open(&config.database.path)?);
+        let db = crate::db::SharedDb::new(Db::open(&config.database.path)?);
         let reload = snapshot.clone();
-        crate::conductor::Conductor::new(Arc::new(config.clone()), db)?
+        Conductor::new(Arc::new(config.clone()), db)?
             .with_on_change(Arc::new(move || reload.reload()))
     };
     let recent = Arc::new(crate::recent::RecentBoots::default());
@@ -100,7 +112,7 @@ pub async fn serve(
     // always drains, never kills the process outright.
     let signals =
         tokio::spawn(handle_signals(install_signals(), snapshot.clone(), shutdown.clone()));
-    let background = start_background(&config, conductor, shutdown.clone());
+    start_services(&config, &conductor, &services, &shutdown);
     let tftp_handler =
         Arc::new(TftpBootFiles::new(Arc::clone(&snapshot.current), tftp_root).with_recent(recent));
     let tftp = tokio::spawn(crate::tftp::serve(
@@ -130,12 +142,12 @@ pub async fn serve(
     };
     // Whichever listener ends first (an error, or shutdown) ends the other.
     shutdown.cancel();
+    let deadline = tokio::time::Instant::now() + DRAIN_TIMEOUT;
     let tftp_result = match tftp.await {
         Ok(result) => result.context("TFTP listener"),
         Err(e) => Err(anyhow::anyhow!("TFTP listener task: {e}")),
     };
-    // The API's actions in flight are the conductor's: they end with the process.
-    let api_result = match tokio::time::timeout(DRAIN_TIMEOUT, api).await {
+    let api_result = match tokio::time::timeout_at(deadline, api).await {
         Ok(Ok(result)) => result.context("REST API listener"),
         Ok(Err(e)) => Err(anyhow::anyhow!("REST API listener task: {e}")),
         Err(_) => {
@@ -144,23 +156,36 @@ pub async fn serve(
         }
     };
     signals.abort();
-    background.abort();
+    // The conductor's actions in flight (started by the API or the deploy call-back) and the
+    // services' passes in progress end, within what is left of the deadline.
+    services.close();
+    conductor.tasks().close();
+    let drained = tokio::time::timeout_at(deadline, async {
+        tokio::join!(services.wait(), conductor.tasks().wait());
+    });
+    if drained.await.is_err() {
+        tracing::warn!(
+            actions = conductor.tasks().len(),
+            services = services.len(),
+            "drain timeout: actions cut short end at the next start, as after a crash"
+        );
+    }
     tracing::info!("stopped");
     http_result.and(tftp_result).and(api_result)
 }
 
-/// The conductor's background work, beside the listeners (an unreachable Cinder or BMC delays
-/// nothing but itself): at start, finish or undo what a crashed process left (volume attaches,
-/// deploys); then, periodically, sync volumes with Cinder (`[cinder] sync_interval`), fail
-/// deployments whose ramdisk never called back, record out-of-band power changes
-/// (`[conductor] power_sync_interval`), and deliver events to the webhook.
-fn start_background(
+/// The conductor's background work, beside the listeners, as named services: at start, finish
+/// or undo what a crashed process left (volume attaches, deploys); then, each on its own
+/// interval, deliver events to the webhook, fail deployments whose ramdisk never called back,
+/// record out-of-band power changes (`[conductor] power_sync_interval`) and sync volumes with
+/// Cinder (`[cinder] sync_interval`). Each skips nodes an action holds.
+fn start_services(
     config: &Config,
-    conductor: crate::conductor::Conductor,
-    shutdown: CancellationToken,
-) -> tokio::task::JoinHandle<()> {
-    let volume_every = config.cinder.sync_interval;
-    let power_every = config.conductor.power_sync_interval;
+    conductor: &Conductor,
+    tracker: &TaskTracker,
+    shutdown: &CancellationToken,
+) {
+    let cinder = conductor.storage().cinder().cloned();
     let webhook =
         (!config.notifications.webhook_url.is_empty()).then(|| crate::conductor::notify::Webhook {
             url: config.notifications.webhook_url.clone(),
@@ -168,59 +193,75 @@ fn start_background(
             max_attempts: i64::from(config.notifications.max_attempts),
             timeout: Duration::from_secs(10),
         });
-    tokio::spawn(async move {
-        let cinder = conductor.storage().cinder().cloned();
-        if let Some(cinder) = &cinder {
+    let (c, volumes, skip_delivery) = (conductor.clone(), cinder.clone(), webhook.is_none());
+    services::spawn_once(tracker, shutdown, "recovery", async move {
+        if let Some(cinder) = &volumes {
             match cinder.recover().await {
-                Ok(report) if report.failed.is_empty() => {
-                    tracing::info!(
-                        undone = report.undone.len(),
-                        detached = report.detached.len(),
-                        "volume recovery done"
-                    )
-                }
+                Ok(report) if report.failed.is_empty() => tracing::info!(
+                    undone = report.undone.len(),
+                    detached = report.detached.len(),
+                    "volume recovery done"
+                ),
                 Ok(report) => {
                     tracing::error!(failed = ?report.failed, "volume recovery incomplete; retried next pass")
                 }
                 Err(e) => tracing::error!(error = %e, "volume recovery failed; retried next pass"),
             }
         }
-        match conductor.recover_interrupted().await {
+        match c.recover_interrupted().await {
             Ok(done) if !done.is_empty() => {
                 tracing::warn!(nodes = ?done, "interrupted actions ended")
             }
             Ok(_) => {}
             Err(e) => tracing::error!(error = %e, "recovering interrupted actions"),
         }
-        if webhook.is_none() {
-            let _ = conductor.db().run(|db| db.skip_event_delivery()).await;
+        if skip_delivery {
+            let _ = c.db().run(|db| db.skip_event_delivery()).await;
         }
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let http = reqwest::Client::new();
-        let mut tick: u64 = 0;
-        loop {
-            tokio::select! {
-                () = shutdown.cancelled() => return,
-                () = tokio::time::sleep(Duration::from_secs(1)) => {}
+    });
+    if let Some(hook) = webhook {
+        let notifier = Notifier::new(conductor.db().clone(), hook);
+        services::spawn_periodic(tracker, shutdown, "webhook", Duration::from_secs(1), move || {
+            let notifier = notifier.clone();
+            async move {
+                notifier.deliver_due().await;
             }
-            tick += 1;
-            if let Some(hook) = &webhook {
-                crate::conductor::notify::deliver_due(conductor.db(), &http, hook).await;
+        });
+    }
+    let c = conductor.clone();
+    services::spawn_periodic(
+        tracker,
+        shutdown,
+        "deploy expiry",
+        Duration::from_secs(5),
+        move || {
+            let c = c.clone();
+            async move {
+                if let Err(e) = c.expire_deployments().await {
+                    tracing::warn!(error = %e, "expiring deployments");
+                }
             }
-            if tick.is_multiple_of(5)
-                && let Err(e) = conductor.expire_deployments().await
-            {
-                tracing::warn!(error = %e, "expiring deployments");
+        },
+    );
+    let power_every = config.conductor.power_sync_interval;
+    if power_every > 0 {
+        let c = conductor.clone();
+        let every = Duration::from_secs(power_every);
+        services::spawn_periodic(tracker, shutdown, "power sync", every, move || {
+            let c = c.clone();
+            async move {
+                if let Err(e) = c.sync_power_states().await {
+                    tracing::warn!(error = %e, "power state sync");
+                }
             }
-            if power_every > 0
-                && tick.is_multiple_of(power_every)
-                && let Err(e) = conductor.sync_power_states().await
-            {
-                tracing::warn!(error = %e, "power state sync");
-            }
-            if let Some(cinder) =
-                cinder.as_ref().filter(|_| volume_every > 0 && tick.is_multiple_of(volume_every))
-            {
+        });
+    }
+    let volume_every = config.cinder.sync_interval;
+    if let Some(cinder) = cinder.filter(|_| volume_every > 0) {
+        let every = Duration::from_secs(volume_every);
+        services::spawn_periodic(tracker, shutdown, "cinder sync", every, move || {
+            let cinder = cinder.clone();
+            async move {
                 if let Err(e) = cinder.recover().await {
                     tracing::warn!(error = %e, "volume recovery pass failed");
                 }
@@ -235,8 +276,8 @@ fn start_background(
                     Err(e) => tracing::warn!(error = %e, "volume sync pass failed"),
                 }
             }
-        }
-    })
+        });
+    }
 }
 
 /// A served folder, or `None` (with a warning) when it does not exist: the listeners still
@@ -262,8 +303,13 @@ fn tftp_config(config: &Config) -> crate::tftp::TftpConfig {
 }
 
 /// Builds the first snapshot (synchronously: nothing is served before it exists) and starts
-/// the watcher thread that rebuilds it.
-pub fn start_snapshot(config: &Config, shutdown: CancellationToken) -> Result<SnapshotHandle> {
+/// the watcher that rebuilds it, a blocking task of `tracker` (it only ever waits on SQLite and
+/// its channel) that ends at `shutdown`.
+pub fn start_snapshot(
+    config: &Config,
+    shutdown: CancellationToken,
+    tracker: &TaskTracker,
+) -> Result<SnapshotHandle> {
     let db = Db::open(&config.database.path)
         .with_context(|| format!("opening {}", config.database.path.display()))?;
     let templates = Templates::new(config.boot.templates_dir.as_deref())?;
@@ -278,7 +324,7 @@ pub fn start_snapshot(config: &Config, shutdown: CancellationToken) -> Result<Sn
         requests,
         shutdown,
     };
-    std::thread::Builder::new().name("bootvol-snapshot".into()).spawn(move || watcher.run())?;
+    tracker.spawn_blocking(move || watcher.run());
     Ok(SnapshotHandle { current, reload })
 }
 

@@ -278,8 +278,8 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 /// interrupted run left half done.
 async fn storage(
     config: Config,
-) -> Result<(crate::storage::StorageInterfaces, crate::storage::SharedDb)> {
-    let db = crate::storage::SharedDb::new(open_db(&config)?);
+) -> Result<(crate::storage::StorageInterfaces, crate::db::SharedDb)> {
+    let db = crate::db::SharedDb::new(open_db(&config)?);
     let interfaces =
         crate::storage::StorageInterfaces::new(std::sync::Arc::new(config), db.clone())?;
     if let Some(cinder) = interfaces.cinder() {
@@ -305,52 +305,25 @@ async fn storage(
 }
 
 fn volumes(config: Config, action: VolumesAction, out: &mut dyn Write) -> Result<()> {
+    use crate::conductor::{Action, Conductor, ConductorError};
     init_logging_quiet();
     runtime()?.block_on(async {
-        let (interfaces, db) = storage(config).await?;
-        let name = match &action {
-            VolumesAction::Attach { node } | VolumesAction::Detach { node } => node.clone(),
+        let (_, db) = storage(config.clone()).await?;
+        let conductor = Conductor::new(std::sync::Arc::new(config), db)?;
+        let (node, action, done) = match action {
+            VolumesAction::Attach { node } => (node, Action::AttachVolumes, "attached"),
+            VolumesAction::Detach { node } => (node, Action::DetachVolumes, "detached"),
         };
-        let lookup = name.clone();
-        let record = db
-            .run(move |db| db.node_record(&lookup))
-            .await?
-            .with_context(|| format!("no node named or with UUID {name}"))?;
-        let interface = interfaces.for_node(&record)?;
-        let action_name = match action {
-            VolumesAction::Attach { .. } => "volume attach",
-            VolumesAction::Detach { .. } => "volume detach",
+        // Through the conductor, as every action: the node's lock is this action's.
+        let record = match conductor.run(&node, action).await {
+            Ok(record) => record,
+            Err(ConductorError::Failed(message)) => bail!("node {node}: {message}"),
+            Err(e) => return Err(e.into()),
         };
-        let lock = db.lock_node(&record.node.uuid, action_name).await?;
-        let result = run_volumes_action(&*interface, &record, &action, out).await;
-        lock.release().await;
-        result
+        let interface = conductor.storage().for_node(&record)?;
+        writeln!(out, "{done}: {} ({} storage)", record.node.name, interface.name())?;
+        Ok(())
     })
-}
-
-async fn run_volumes_action(
-    interface: &dyn crate::storage::StorageInterface,
-    record: &NodeRecord,
-    action: &VolumesAction,
-    out: &mut dyn Write,
-) -> Result<()> {
-    match action {
-        VolumesAction::Attach { .. } => {
-            interface
-                .attach_volumes(record)
-                .await
-                .with_context(|| format!("node {}", record.node.name))?;
-            writeln!(out, "attached: {} ({} storage)", record.node.name, interface.name())?;
-        }
-        VolumesAction::Detach { .. } => {
-            interface
-                .detach_volumes(record)
-                .await
-                .with_context(|| format!("node {}", record.node.name))?;
-            writeln!(out, "detached: {} ({} storage)", record.node.name, interface.name())?;
-        }
-    }
-    Ok(())
 }
 
 fn sync(config: Config, out: &mut dyn Write) -> Result<()> {
@@ -380,12 +353,12 @@ fn sync(config: Config, out: &mut dyn Write) -> Result<()> {
 }
 
 fn node_command(config: Config, action: NodeAction, out: &mut dyn Write) -> Result<()> {
-    use crate::conductor::{Conductor, Verb};
+    use crate::conductor::{Action, Conductor, Verb};
     use crate::power::{BootDevice, PowerAction};
     init_logging_quiet();
     let deploy_wait = std::time::Duration::from_secs(config.deploy.callback_timeout);
     runtime()?.block_on(async {
-        let db = crate::storage::SharedDb::new(open_db(&config)?);
+        let db = crate::db::SharedDb::new(open_db(&config)?);
         let conductor = Conductor::new(std::sync::Arc::new(config), db)?;
         let verb = |name: &str, verb: Verb| (name.to_owned(), verb);
         let provision = match &action {
@@ -397,7 +370,7 @@ fn node_command(config: Config, action: NodeAction, out: &mut dyn Write) -> Resu
             _ => None,
         };
         if let Some((node, verb)) = provision {
-            let mut record = conductor.provision(&node, verb).await?;
+            let mut record = conductor.run(&node, Action::Provision(verb)).await?;
             if record.node.provision_state == crate::model::ProvisionState::WaitCallBack {
                 writeln!(out, "{}: wait call-back (the deploy ramdisk is writing the image)", record.node.name)?;
                 record = conductor.wait_for_deploy(&node, deploy_wait).await?;
@@ -452,16 +425,16 @@ fn node_command(config: Config, action: NodeAction, out: &mut dyn Write) -> Resu
                     "reboot" => PowerAction::Reboot,
                     _ => PowerAction::SoftOff,
                 };
-                let record = conductor.power(&node, action).await?;
+                let record = conductor.run(&node, Action::Power(action)).await?;
                 writeln!(out, "{}: {}", record.node.name, record.node.power_state.map_or("-", |p| p.as_str()))?;
             }
             NodeAction::BootDevice { node, device, persistent } => {
                 let device = if device == "pxe" { BootDevice::Pxe } else { BootDevice::Disk };
-                conductor.set_boot_device(&node, device, persistent).await?;
+                conductor.run(&node, Action::BootDevice { device, persistent }).await?;
                 writeln!(out, "{node}: boot device set")?;
             }
             NodeAction::Delete { node } => {
-                conductor.delete(&node).await?;
+                conductor.run(&node, Action::Delete).await?;
                 writeln!(out, "deleted: {node}")?;
             }
             _ => unreachable_provision()?,

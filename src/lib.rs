@@ -32,6 +32,7 @@ pub mod model;
 pub mod power;
 pub mod recent;
 pub mod secrets;
+pub mod services;
 pub mod storage;
 pub mod tftp;
 pub mod tftp_files;

@@ -9,7 +9,7 @@ use super::{
     ApiError, ApiResult, ApiState, Request, STORAGE_INTERFACE_MINOR, VOLUME_MINOR, apply_patch,
     collection, json_response, parse_fields, select,
 };
-use crate::conductor::{ConductorError, Verb, plan};
+use crate::conductor::{Action, ConductorError, Verb, plan};
 use crate::db::{ChildKind, Stamped};
 use crate::inventory;
 use crate::model::{
@@ -179,7 +179,7 @@ fn created(location: String, body: &Value) -> Response {
 fn map_conductor(e: ConductorError) -> ApiError {
     match e {
         ConductorError::NotFound(n) => ApiError::not_found(format!("Node {n} could not be found.")),
-        ConductorError::Refused(m) if m.contains("is locked by") => ApiError::conflict(m),
+        ConductorError::Locked(l) => locked(&l),
         ConductorError::Refused(m) => ApiError::conflict(m),
         ConductorError::Failed(m) => ApiError::bad_request(m),
         ConductorError::Db(e) => e.into(),
@@ -418,19 +418,19 @@ async fn create_node(state: &ApiState, r: &Request) -> ApiResult {
     Ok(created(format!("{}/v1/nodes/{uuid}", r.base), &node_json(state, r, &record)))
 }
 
+/// Ironic's answer for a node another action holds.
+fn locked(l: &crate::db::Locked) -> ApiError {
+    ApiError::conflict(format!(
+        "Node {} is locked by {} (since {}), please retry after the current operation is completed.",
+        l.node, l.action, l.since
+    ))
+}
+
 async fn check_unlocked(state: &ApiState, node: &Node) -> Result<(), ApiError> {
-    let uuid = node.uuid.clone();
-    let holder = state.inner.conductor.db().run(move |db| db.lock_holder(&uuid)).await?;
-    if let Some(holder) = holder {
-        let theirs = crate::db::ProcessId { pid: holder.pid, start: holder.process_start.clone() };
-        if theirs.alive() {
-            return Err(ApiError::conflict(format!(
-                "Node {} is locked by {} (since {}), please retry after the current operation is completed.",
-                node.uuid, holder.action, holder.acquired_at
-            )));
-        }
+    match state.inner.conductor.db().node_locked(&node.uuid).await? {
+        Some(l) => Err(locked(&l)),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 async fn patch_node(state: &ApiState, r: &Request, key: &str) -> ApiResult {
@@ -515,7 +515,9 @@ const NODE_READ_ONLY: &[&str] = &[
 async fn delete_node(state: &ApiState, key: &str) -> ApiResult {
     let record = load_node(state, key).await?;
     check_unlocked(state, &record.node).await?;
-    state.inner.conductor.delete(&record.node.uuid).await.map_err(map_conductor)?;
+    let conductor = &state.inner.conductor;
+    let started = conductor.start(&record.node.uuid, Action::Delete).await;
+    started.map_err(map_conductor)?.finished().await.map_err(map_conductor)?;
     record_change(state, "node", "delete", &record.node.uuid, &record.node.uuid).await;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
@@ -604,103 +606,6 @@ async fn node_states(state: &ApiState, r: &Request, key: &str) -> ApiResult {
     Ok(json_response(StatusCode::OK, &doc))
 }
 
-/// What an accepted action shows at once (as Ironic does before answering 202), so that a
-/// client polling with `--wait` sees the action pending.
-enum Mark {
-    Provision(ProvisionState),
-    Power(PowerState),
-}
-
-/// An action accepted for the background: the node is locked by this process until it ends.
-struct Started {
-    uuid: String,
-    me: crate::db::ProcessId,
-}
-
-/// Locks the node for `action` (409 when any live process, this one included, holds it) and
-/// records the action's target, in one database call.
-async fn start_action(
-    state: &ApiState,
-    node: &Node,
-    action: &str,
-    mark: Mark,
-) -> Result<Started, ApiError> {
-    let me = crate::db::ProcessId::current();
-    let (uuid, what, who) = (node.uuid.clone(), action.to_owned(), me.clone());
-    let locked = state
-        .inner
-        .conductor
-        .db()
-        .run(move |db| -> Result<Result<(), crate::db::LockHolder>, crate::db::DbError> {
-            if let Some(holder) = db.lock_holder(&uuid)? {
-                let theirs =
-                    crate::db::ProcessId { pid: holder.pid, start: holder.process_start.clone() };
-                if theirs.alive() {
-                    return Ok(Err(holder));
-                }
-            }
-            if let Err(holder) = db.try_lock_node(&uuid, &what, &who)? {
-                return Ok(Err(holder));
-            }
-            if let Some(mut record) = db.node_record(&uuid)? {
-                match mark {
-                    Mark::Provision(target) => record.node.target_provision_state = Some(target),
-                    Mark::Power(target) => record.node.target_power_state = Some(target),
-                }
-                db.save_node_runtime(&record.node)?;
-            }
-            Ok(Ok(()))
-        })
-        .await?;
-    if let Err(holder) = locked {
-        return Err(ApiError::conflict(format!(
-            "Node {} is locked by {} (since {}), please retry after the current operation is completed.",
-            node.uuid, holder.action, holder.acquired_at
-        )));
-    }
-    Ok(Started { uuid: node.uuid.clone(), me })
-}
-
-impl Started {
-    /// After the conductor: an action refused before it started leaves `last_error` and no
-    /// pending target; the lock is released.
-    async fn finish(
-        self,
-        conductor: &crate::conductor::Conductor,
-        outcome: Result<(), ConductorError>,
-    ) {
-        let Started { uuid, me } = self;
-        if let Err(e) = &outcome {
-            tracing::warn!(node = uuid, error = %e, "API action failed");
-        }
-        // The conductor releases its lock (the same row: locks are per process) when it ran
-        // the action, successfully or not; only an action refused before it started leaves
-        // ours behind.
-        let release = !matches!(outcome, Ok(()) | Err(ConductorError::Failed(_)));
-        let refused = match outcome {
-            Err(ConductorError::Refused(m)) => Some(m),
-            _ => None,
-        };
-        let result = conductor
-            .db()
-            .run(move |db| -> Result<(), crate::db::DbError> {
-                if let Some(message) = refused
-                    && let Some(mut record) = db.node_record(&uuid)?
-                {
-                    record.node.target_power_state = None;
-                    record.node.target_provision_state = None;
-                    record.node.last_error = Some(message);
-                    db.save_node_runtime(&record.node)?;
-                }
-                if release { db.unlock_node(&uuid, &me) } else { Ok(()) }
-            })
-            .await;
-        if let Err(e) = result {
-            tracing::error!(error = %e, "releasing the node lock after an API action");
-        }
-    }
-}
-
 /// A body's `target` (a string), refusing members other than `allowed`.
 fn target_of(r: &Request, allowed: &[&str]) -> Result<(String, Map<String, Value>), ApiError> {
     let body = without_nulls(r.json()?)?;
@@ -753,17 +658,14 @@ async fn set_power(state: &ApiState, r: &Request, key: &str) -> ApiResult {
             check.reason.as_deref().unwrap_or("invalid")
         )));
     }
-    let target = match action {
-        PowerAction::On | PowerAction::Reboot => PowerState::On,
-        PowerAction::Off | PowerAction::SoftOff => PowerState::Off,
-    };
-    let started = start_action(state, &record.node, "power", Mark::Power(target)).await?;
-    let conductor = state.inner.conductor.clone();
-    tokio::spawn(async move {
-        let outcome = conductor.power(&started.uuid, action).await.map(|_| ());
-        started.finish(&conductor, outcome).await;
-    });
-    Ok(accepted(r, &record.node.uuid))
+    start_action(state, r, &record.node.uuid, Action::Power(action)).await
+}
+
+/// 202: the conductor accepted the action, holds the node's lock for it and runs it on its
+/// own task.
+async fn start_action(state: &ApiState, r: &Request, uuid: &str, action: Action) -> ApiResult {
+    state.inner.conductor.start(uuid, action).await.map_err(map_conductor)?;
+    Ok(accepted(r, uuid))
 }
 
 async fn set_provision(state: &ApiState, r: &Request, key: &str) -> ApiResult {
@@ -792,16 +694,7 @@ async fn set_provision(state: &ApiState, r: &Request, key: &str) -> ApiResult {
             record.node.uuid, record.node.provision_state
         ))
     })?;
-    let planned = plan(record.node.provision_state, verb).map_err(ApiError::bad_request)?;
-    let started =
-        start_action(state, &record.node, &verb.to_string(), Mark::Provision(planned.target))
-            .await?;
-    let conductor = state.inner.conductor.clone();
-    tokio::spawn(async move {
-        let outcome = conductor.provision(&started.uuid, verb).await.map(|_| ());
-        started.finish(&conductor, outcome).await;
-    });
-    Ok(accepted(r, &record.node.uuid))
+    start_action(state, r, &record.node.uuid, Action::Provision(verb)).await
 }
 
 async fn validate(state: &ApiState, key: &str) -> ApiResult {
@@ -855,13 +748,9 @@ async fn set_boot_device(state: &ApiState, r: &Request, key: &str) -> ApiResult 
         Some(_) => return Err(ApiError::bad_request("persistent: must be true or false")),
     };
     let record = load_node(state, key).await?;
-    check_unlocked(state, &record.node).await?;
-    state
-        .inner
-        .conductor
-        .set_boot_device(&record.node.uuid, device, persistent)
-        .await
-        .map_err(map_conductor)?;
+    let conductor = &state.inner.conductor;
+    let started = conductor.start(&record.node.uuid, Action::BootDevice { device, persistent });
+    started.await.map_err(map_conductor)?.finished().await.map_err(map_conductor)?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 

@@ -155,22 +155,19 @@ pub(super) async fn callback(
     token: &str,
     report: CallbackReport,
 ) -> Result<(), ConductorError> {
-    let mut record = conductor.load(node_uuid).await?;
-    let expected = record
-        .node
-        .driver_internal_info
-        .get("deploy")
-        .and_then(|d| d.get("callback_token"))
-        .and_then(Value::as_str)
-        .map(str::to_owned);
-    let valid = record.node.provision_state == ProvisionState::WaitCallBack
-        && expected.as_deref().is_some_and(|e| constant_time_eq(e.as_bytes(), token.as_bytes()));
-    if !valid {
-        return Err(ConductorError::Refused(
-            "no deployment of this node waits for this token".into(),
-        ));
+    let record = conductor.load(node_uuid).await?;
+    if !waits_for(&record, token) {
+        return Err(not_waiting());
     }
-    let lock = conductor.lock(&record, "deploy call-back").await?;
+    let lock = conductor.begin(&record, "deploy call-back", None, None).await?;
+    // Checked again under the lock: the deployment may have expired meanwhile.
+    let mut record = match conductor.load(node_uuid).await {
+        Ok(record) if waits_for(&record, token) => record,
+        other => {
+            lock.release().await;
+            return other.and_then(|_| Err(not_waiting()));
+        }
+    };
     let expected_sha = record.node.driver_internal_info["deploy"]["image_sha256"]
         .as_str()
         .unwrap_or_default()
@@ -212,9 +209,10 @@ pub(super) async fn callback(
                     json!({"action": "deploy", "disk": report.disk}),
                 )
                 .await;
-            // The BMC steps run after the answer: the ramdisk is waiting for it.
+            // The BMC steps run after the answer (the ramdisk is waiting for it), on a tracked
+            // task that holds the node's lock until they are done.
             let conductor = conductor.clone();
-            tokio::spawn(async move {
+            conductor.tasks.clone().spawn(async move {
                 let driver = conductor.driver(record.node.driver);
                 let mut result = driver
                     .set_boot_device(&record.node, BootDevice::Disk, true)
@@ -234,6 +232,7 @@ pub(super) async fn callback(
                     let _ = conductor.save(&record).await;
                 }
                 lock.release().await;
+                conductor.changed();
             });
             Ok(())
         }
@@ -283,6 +282,22 @@ impl Conductor {
     }
 }
 
+fn not_waiting() -> ConductorError {
+    ConductorError::Refused("no deployment of this node waits for this token".into())
+}
+
+/// Whether the node's deployment waits for the call-back with `token`.
+fn waits_for(record: &NodeRecord, token: &str) -> bool {
+    let expected = record
+        .node
+        .driver_internal_info
+        .get("deploy")
+        .and_then(|d| d.get("callback_token"))
+        .and_then(Value::as_str);
+    record.node.provision_state == ProvisionState::WaitCallBack
+        && expected.is_some_and(|e| constant_time_eq(e.as_bytes(), token.as_bytes()))
+}
+
 /// The config drive for the ramdisk, if the token is the deployment's.
 pub(super) async fn configdrive(
     conductor: &Conductor,
@@ -290,15 +305,8 @@ pub(super) async fn configdrive(
     token: &str,
 ) -> Result<Vec<u8>, ConductorError> {
     let record = conductor.load(node_uuid).await?;
-    let deploy = record.node.driver_internal_info.get("deploy");
-    let expected =
-        deploy.and_then(|d| d.get("callback_token")).and_then(Value::as_str).unwrap_or_default();
-    if record.node.provision_state != ProvisionState::WaitCallBack
-        || !constant_time_eq(expected.as_bytes(), token.as_bytes())
-    {
-        return Err(ConductorError::Refused(
-            "no deployment of this node waits for this token".into(),
-        ));
+    if !waits_for(&record, token) {
+        return Err(not_waiting());
     }
     let drive = record
         .node
@@ -369,25 +377,43 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// Whether a deployment waits for its call-back since longer than `timeout` seconds.
+fn overdue(record: &NodeRecord, now: u64, timeout: u64) -> bool {
+    let started = record
+        .node
+        .driver_internal_info
+        .get("deploy")
+        .and_then(|d| d.get("started_at"))
+        .and_then(Value::as_u64);
+    started.is_none_or(|s| s + timeout <= now)
+}
+
 /// Fails deployments whose ramdisk never called back.
 pub(super) async fn expire(conductor: &Conductor) -> Result<Vec<String>, ConductorError> {
     let records = conductor.db.run(|db| db.node_records()).await?;
     let now = now_unix();
     let timeout = conductor.config.deploy.callback_timeout;
     let mut expired = Vec::new();
-    for mut record in
+    for listed in
         records.into_iter().filter(|r| r.node.provision_state == ProvisionState::WaitCallBack)
     {
-        let started = record
-            .node
-            .driver_internal_info
-            .get("deploy")
-            .and_then(|d| d.get("started_at"))
-            .and_then(Value::as_u64);
-        if started.is_some_and(|s| s + timeout > now) {
+        if !overdue(&listed, now, timeout) {
             continue;
         }
-        let Ok(lock) = conductor.lock(&record, "deploy timeout").await else { continue };
+        let Ok(lock) = conductor.lock(&listed, "deploy timeout").await else { continue };
+        // Read again under the lock: the call-back may have come since the list was read.
+        let mut record = match conductor.load(&listed.node.uuid).await {
+            Ok(r)
+                if r.node.provision_state == ProvisionState::WaitCallBack
+                    && overdue(&r, now, timeout) =>
+            {
+                r
+            }
+            _ => {
+                lock.release().await;
+                continue;
+            }
+        };
         let message = format!("the deploy ramdisk did not call back within {timeout} s");
         conductor.fail_deployment(&mut record, message.clone()).await?;
         lock.release().await;

@@ -1,9 +1,17 @@
 //! The conductor: provision and power actions on nodes, one at a time per node, with the
 //! storage interface attaching and detaching volumes around them, and events at each step.
 //!
-//! It sits between the callers (CLI, and later the REST API) and the storage interfaces, the
-//! power drivers and the database; the boot snapshot follows its writes (`on_change`). It knows
-//! no SQL (through `db`), no Cinder JSON (through `storage`), no BMC protocol (through `power`).
+//! It sits between the callers (CLI, REST API, admin page, deploy call-back) and the storage
+//! interfaces, the power drivers and the database; the boot snapshot follows its writes
+//! (`on_change`). It knows no SQL (through `db`), no Cinder JSON (through `storage`), no BMC
+//! protocol (through `power`).
+//!
+//! One entry point starts an action ([`Conductor::start`], [`Action`]): it checks the action is
+//! allowed now, takes the node's lock for this action alone (a token, not a process: background
+//! work in the same process cannot take it over), records the target states, and runs the work
+//! on a tracked task ([`Conductor::tasks`], drained at shutdown) that releases the lock when it
+//! ends. Background passes (power sync, deploy expiry, recovery) take their own locks and skip
+//! nodes an action holds; they write only the columns they own.
 
 mod deploy;
 pub mod notify;
@@ -13,17 +21,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use tokio_util::task::TaskTracker;
 
 pub use deploy::CallbackReport;
 pub use states::{Plan, Verb, plan};
 
 use crate::boot::{Scenario, decide, set_boot_option};
 use crate::config::Config;
-use crate::db::{DbError, ProcessId};
+use crate::db::{DbError, LockError, Locked, NodeLock, SharedDb};
 use crate::files::FileRoot;
 use crate::model::{Driver, NodeRecord, PowerState, ProvisionState, StorageInterfaceName};
 use crate::power::{BootDevice, PowerAction, PowerDriver, PowerError, PowerSettings, driver_for};
-use crate::storage::{NodeLock, SharedDb, StorageError, StorageInterfaces};
+use crate::storage::{StorageError, StorageInterfaces};
 
 /// Why an action did not happen, or failed.
 #[derive(Debug, thiserror::Error)]
@@ -36,6 +45,9 @@ pub enum ConductorError {
     Failed(String),
     #[error("no node named or with UUID {0}")]
     NotFound(String),
+    /// Another live action holds the node; nothing was changed.
+    #[error("{0}")]
+    Locked(Locked),
     #[error(transparent)]
     Db(#[from] DbError),
 }
@@ -43,9 +55,9 @@ pub enum ConductorError {
 impl From<StorageError> for ConductorError {
     fn from(e: StorageError) -> Self {
         match e {
-            StorageError::Locked { .. }
-            | StorageError::NotEnabled(..)
-            | StorageError::Invalid(_) => ConductorError::Refused(e.to_string()),
+            StorageError::NotEnabled(..) | StorageError::Invalid(_) => {
+                ConductorError::Refused(e.to_string())
+            }
             StorageError::Db(e) => ConductorError::Db(e),
             other => ConductorError::Failed(other.to_string()),
         }
@@ -88,6 +100,7 @@ pub struct Conductor {
     storage: StorageInterfaces,
     power: PowerSettings,
     on_change: Option<Arc<dyn Fn() + Send + Sync>>,
+    tasks: TaskTracker,
 }
 
 impl std::fmt::Debug for Conductor {
@@ -106,7 +119,7 @@ impl Conductor {
             timeout: Duration::from_secs(config.conductor.power_timeout),
             state_wait: Duration::from_secs(config.conductor.power_state_wait),
         };
-        Ok(Conductor { config, db, storage, power, on_change: None })
+        Ok(Conductor { config, db, storage, power, on_change: None, tasks: TaskTracker::new() })
     }
 
     /// Called after each in-process write that changes what a node boots (`serve` rebuilds
@@ -127,6 +140,12 @@ impl Conductor {
 
     pub fn db(&self) -> &SharedDb {
         &self.db
+    }
+
+    /// Every action's task (and the deploy call-back's BMC steps): `serve` closes and waits on
+    /// it at shutdown.
+    pub fn tasks(&self) -> &TaskTracker {
+        &self.tasks
     }
 
     fn changed(&self) {
@@ -169,14 +188,145 @@ impl Conductor {
         self.db.record_event(&record.node.uuid, event_type, level, payload).await;
     }
 
-    async fn lock(&self, record: &NodeRecord, action: &str) -> Result<NodeLock, ConductorError> {
-        self.db.lock_node(&record.node.uuid, action).await.map_err(|e| match e {
-            StorageError::Locked { action, pid, since, .. } => ConductorError::Refused(format!(
-                "node {} is locked by {action} (process {pid}, since {since})",
-                record.node.name
-            )),
-            other => other.into(),
+    /// Takes the node's lock for a new action `verb` (refused while another live action holds
+    /// it, in this process or any other).
+    async fn lock(&self, record: &NodeRecord, verb: &str) -> Result<NodeLock, ConductorError> {
+        self.db.lock_node(&record.node.uuid, verb).await.map_err(|e| match e {
+            LockError::Locked(mut locked) => {
+                locked.name.clone_from(&record.node.name);
+                ConductorError::Locked(locked)
+            }
+            LockError::Db(e) => ConductorError::Db(e),
         })
+    }
+
+    /// Starts an action on a node: checks it is allowed now, takes the node's lock for it,
+    /// records its target states, and runs it on a tracked task that releases the lock when it
+    /// ends. The one way the CLI, the REST API, the admin page and the deploy call-back start
+    /// anything that changes a node.
+    pub async fn start(&self, key: &str, action: Action) -> Result<Started, ConductorError> {
+        let mut record = self.load(key).await?;
+        // What a crashed process left half done on this node is ended first.
+        if stuck(&record) && self.recover_node(&record).await?.is_some() {
+            self.changed();
+            record = self.load(key).await?;
+        }
+        self.admit(&record, &action)?;
+        let (provision, power) = action.targets(&record);
+        let marked = provision.is_some() || power.is_some();
+        let lock = self.begin(&record, &action.verb(), provision, power).await?;
+        let node_uuid = record.node.uuid.clone();
+        let this = self.clone();
+        let handle = self.tasks.spawn(async move {
+            let uuid = record.node.uuid.clone();
+            let verb = action.verb();
+            let result = this.perform(record, action).await;
+            if let Err(e) = &result {
+                tracing::warn!(node = uuid, action = verb, error = %e, "action failed");
+            }
+            // A refusal found once running (the state changed meanwhile) leaves no pending
+            // target behind, and says why.
+            if let Err(ConductorError::Refused(message)) = &result
+                && marked
+            {
+                let message = message.clone();
+                if let Err(e) = this.db.run(move |db| db.end_refused_action(&uuid, &message)).await
+                {
+                    tracing::error!(error = %e, "recording a refused action");
+                }
+            }
+            lock.release().await;
+            this.changed();
+            result
+        });
+        Ok(Started { node_uuid, handle })
+    }
+
+    /// [`Conductor::start`], then waits for the action to end.
+    pub async fn run(&self, key: &str, action: Action) -> Result<NodeRecord, ConductorError> {
+        self.start(key, action).await?.finished().await
+    }
+
+    /// Whether `action` may start on the node as it is now.
+    fn admit(&self, record: &NodeRecord, action: &Action) -> Result<(), ConductorError> {
+        match action {
+            Action::Provision(verb) => {
+                plan(record.node.provision_state, *verb).map_err(ConductorError::Refused)?;
+            }
+            Action::Power(_) => {
+                self.driver(record.node.driver)
+                    .validate(&record.node)
+                    .map_err(|e| ConductorError::Refused(format!("power: {e}")))?;
+            }
+            Action::AttachVolumes | Action::DetachVolumes => {
+                self.storage.for_node(record)?;
+            }
+            Action::BootDevice { .. } | Action::Delete => {}
+        }
+        Ok(())
+    }
+
+    /// Locks the node for an action and records its target states (those columns only).
+    async fn begin(
+        &self,
+        record: &NodeRecord,
+        verb: &str,
+        provision: Option<ProvisionState>,
+        power: Option<PowerState>,
+    ) -> Result<NodeLock, ConductorError> {
+        let lock = self.lock(record, verb).await?;
+        if provision.is_some() || power.is_some() {
+            let uuid = record.node.uuid.clone();
+            if let Err(e) =
+                self.db.run(move |db| db.set_action_targets(&uuid, provision, power)).await
+            {
+                lock.release().await;
+                return Err(e.into());
+            }
+        }
+        Ok(lock)
+    }
+
+    /// The work of an action, the node's lock held.
+    async fn perform(
+        &self,
+        mut record: NodeRecord,
+        action: Action,
+    ) -> Result<NodeRecord, ConductorError> {
+        match action {
+            Action::Provision(verb) => self.provision_locked(record, verb).await,
+            Action::Power(power) => {
+                self.power_locked(&mut record, power).await?;
+                Ok(record)
+            }
+            Action::BootDevice { device, persistent } => {
+                self.driver(record.node.driver)
+                    .set_boot_device(&record.node, device, persistent)
+                    .await
+                    .map_err(|e: PowerError| ConductorError::Failed(e.to_string()))?;
+                record
+                    .node
+                    .driver_internal_info
+                    .insert("boot_device".into(), json!(device_name(device)));
+                self.save(&record).await?;
+                Ok(record)
+            }
+            Action::AttachVolumes | Action::DetachVolumes => {
+                let storage = self.storage.for_node(&record)?;
+                let result = if matches!(action, Action::AttachVolumes) {
+                    storage.attach_volumes(&record).await
+                } else {
+                    storage.detach_volumes(&record).await
+                };
+                result.map_err(|e| match e {
+                    StorageError::Db(e) => ConductorError::Db(e),
+                    other => ConductorError::Failed(other.to_string()),
+                })?;
+                self.reload(&mut record).await?;
+                Ok(record)
+            }
+            Action::Delete => self.delete_locked(record).await,
+        }
     }
 
     /// Checks every interface of a node: boot (the scenario and its files), deploy, power and
@@ -235,18 +385,8 @@ impl Conductor {
         Ok(())
     }
 
-    /// Runs a provision action to its end (for scenario 4, until the deploy ramdisk is
-    /// booting: see [`Conductor::wait_for_deploy`]).
-    pub async fn provision(&self, name: &str, verb: Verb) -> Result<NodeRecord, ConductorError> {
-        self.recover_interrupted().await?;
-        let record = self.load(name).await?;
-        let lock = self.lock(&record, &verb.to_string()).await?;
-        let result = self.provision_locked(record, verb).await;
-        lock.release().await;
-        self.changed();
-        result
-    }
-
+    /// A provision action, to its end (for scenario 4, until the deploy ramdisk is booting: see
+    /// [`Conductor::wait_for_deploy`]).
     async fn provision_locked(
         &self,
         mut record: NodeRecord,
@@ -476,24 +616,6 @@ impl Conductor {
     /// A power action requested by an operator. With `[cinder] toggle_attachments_with_power`,
     /// an active boot-from-volume node's volumes are attached before power-on (a failure
     /// aborts it) and detached after power-off.
-    pub async fn power(
-        &self,
-        name: &str,
-        action: PowerAction,
-    ) -> Result<NodeRecord, ConductorError> {
-        self.recover_interrupted().await?;
-        let mut record = self.load(name).await?;
-        let driver = self.driver(record.node.driver);
-        driver
-            .validate(&record.node)
-            .map_err(|e| ConductorError::Refused(format!("power: {e}")))?;
-        let lock = self.lock(&record, "power").await?;
-        let result = self.power_locked(&mut record, action).await;
-        lock.release().await;
-        self.changed();
-        result.map(|()| record)
-    }
-
     async fn power_locked(
         &self,
         record: &mut NodeRecord,
@@ -539,33 +661,9 @@ impl Conductor {
         Ok(())
     }
 
-    /// Sets a node's boot device.
-    pub async fn set_boot_device(
-        &self,
-        name: &str,
-        device: BootDevice,
-        persistent: bool,
-    ) -> Result<(), ConductorError> {
-        let mut record = self.load(name).await?;
-        let lock = self.lock(&record, "boot device").await?;
-        let result =
-            self.driver(record.node.driver).set_boot_device(&record.node, device, persistent).await;
-        if result.is_ok() {
-            record
-                .node
-                .driver_internal_info
-                .insert("boot_device".into(), json!(device_name(device)));
-            self.save(&record).await?;
-        }
-        lock.release().await;
-        result.map_err(|e: PowerError| ConductorError::Failed(e.to_string()))
-    }
-
     /// Deletes a node. Refused while it is deployed or has volumes attached in Cinder (unlike
     /// Ironic, which deletes and leaves the attachments behind).
-    pub async fn delete(&self, name: &str) -> Result<(), ConductorError> {
-        let record = self.load(name).await?;
-        let lock = self.lock(&record, "delete").await?;
+    async fn delete_locked(&self, record: NodeRecord) -> Result<NodeRecord, ConductorError> {
         let uuid = record.node.uuid.clone();
         let live = self.db.run({
             let uuid = uuid.clone();
@@ -590,11 +688,7 @@ impl Conductor {
         } else {
             self.db.run(move |db| db.delete_node(&uuid)).await.map_err(ConductorError::from)
         };
-        if result.is_err() {
-            lock.release().await;
-        }
-        self.changed();
-        result
+        result.map(|()| record)
     }
 
     /// Ends actions a crashed process left half done: `deploying` becomes `deploy failed` (its
@@ -603,50 +697,10 @@ impl Conductor {
     pub async fn recover_interrupted(&self) -> Result<Vec<String>, ConductorError> {
         let records = self.db.run(|db| db.node_records()).await?;
         let mut recovered = Vec::new();
-        for mut record in records {
-            let stuck = matches!(
-                record.node.provision_state,
-                ProvisionState::Deploying | ProvisionState::Deleting
-            ) || record.node.target_power_state.is_some();
-            if !stuck {
-                continue;
+        for record in records.into_iter().filter(stuck) {
+            if let Some(line) = self.recover_node(&record).await? {
+                recovered.push(line);
             }
-            let uuid = record.node.uuid.clone();
-            let holder = self.db.run(move |db| db.lock_holder(&uuid)).await?;
-            let holder_alive =
-                holder.is_some_and(|h| ProcessId { pid: h.pid, start: h.process_start }.alive());
-            if holder_alive {
-                continue;
-            }
-            let Ok(lock) = self.lock(&record, "recovery").await else { continue };
-            let what = match record.node.provision_state {
-                ProvisionState::Deploying => {
-                    if let Ok(storage) = self.storage.for_node(&record)
-                        && let Err(e) = storage.detach_volumes(&record).await
-                    {
-                        tracing::warn!(node = record.node.name, error = %e, "detaching after an interrupted deploy");
-                    }
-                    let _ = self.reload(&mut record).await;
-                    record.node.provision_state = ProvisionState::DeployFailed;
-                    "deploy"
-                }
-                ProvisionState::Deleting => {
-                    record.node.provision_state = ProvisionState::Error;
-                    "undeploy"
-                }
-                _ => "power action",
-            };
-            record.node.target_provision_state = None;
-            record.node.target_power_state = None;
-            let message = format!(
-                "the {what} was interrupted (the bootvol process running it ended); run it again"
-            );
-            record.node.last_error = Some(message.clone());
-            self.save(&record).await?;
-            self.event(&record, format!("{PROVISION}.error"), "error", json!({"error": message}))
-                .await;
-            lock.release().await;
-            recovered.push(format!("{}: {message}", record.node.name));
         }
         if !recovered.is_empty() {
             self.changed();
@@ -654,20 +708,78 @@ impl Conductor {
         Ok(recovered)
     }
 
+    /// Ends the interrupted action of one node, if it has one; the line says what was done.
+    async fn recover_node(&self, listed: &NodeRecord) -> Result<Option<String>, ConductorError> {
+        // A node a live action holds is not stuck: its action is not over.
+        let Ok(lock) = self.lock(listed, "recovery").await else { return Ok(None) };
+        // Read again under the lock: the action may have ended since the list was read.
+        let uuid = listed.node.uuid.clone();
+        let mut record = match self.db.run(move |db| db.node_record(&uuid)).await {
+            Ok(Some(record)) if stuck(&record) => record,
+            other => {
+                lock.release().await;
+                return other.map(|_| None).map_err(ConductorError::from);
+            }
+        };
+        let what = match record.node.provision_state {
+            ProvisionState::Deploying => {
+                if let Ok(storage) = self.storage.for_node(&record)
+                    && let Err(e) = storage.detach_volumes(&record).await
+                {
+                    tracing::warn!(node = record.node.name, error = %e, "detaching after an interrupted deploy");
+                }
+                let _ = self.reload(&mut record).await;
+                record.node.provision_state = ProvisionState::DeployFailed;
+                "deploy"
+            }
+            ProvisionState::Deleting => {
+                record.node.provision_state = ProvisionState::Error;
+                "undeploy"
+            }
+            _ => "power action",
+        };
+        record.node.target_provision_state = None;
+        record.node.target_power_state = None;
+        let message = format!(
+            "the {what} was interrupted (the bootvol process running it ended); run it again"
+        );
+        record.node.last_error = Some(message.clone());
+        let saved = self.save(&record).await;
+        if saved.is_ok() {
+            self.event(&record, format!("{PROVISION}.error"), "error", json!({"error": message}))
+                .await;
+        }
+        lock.release().await;
+        saved.map(|()| Some(format!("{}: {message}", record.node.name)))
+    }
+
     /// Records power states changed out of band (someone pressed the button), for nodes no
     /// action holds. Returns the nodes corrected.
     pub async fn sync_power_states(&self) -> Result<Vec<String>, ConductorError> {
         let records = self.db.run(|db| db.node_records()).await?;
         let mut corrected = Vec::new();
-        for mut record in
+        for record in
             records.into_iter().filter(|r| r.node.driver != Driver::Fake && !r.node.maintenance)
         {
             let Ok(lock) = self.lock(&record, "power sync").await else { continue };
+            // Read again under the lock: an action may have ended since the list was read.
+            let Ok(Some(mut record)) = self
+                .db
+                .run({
+                    let uuid = record.node.uuid.clone();
+                    move |db| db.node_record(&uuid)
+                })
+                .await
+            else {
+                lock.release().await;
+                continue;
+            };
             match self.driver(record.node.driver).power_state(&record.node).await {
                 Ok(state) if Some(state) != record.node.power_state => {
                     let previous = record.node.power_state;
                     record.node.power_state = Some(state);
-                    self.save(&record).await?;
+                    let uuid = record.node.uuid.clone();
+                    self.db.run(move |db| db.set_power_state(&uuid, state)).await?;
                     self.event(
                         &record,
                         "baremetal.node.power_state_corrected.success".into(),
@@ -735,6 +847,73 @@ impl Conductor {
             self.changed();
         }
         expired
+    }
+}
+
+/// Whether a node shows an action in flight (which, without a live lock holder, a crash cut
+/// short).
+fn stuck(record: &NodeRecord) -> bool {
+    matches!(record.node.provision_state, ProvisionState::Deploying | ProvisionState::Deleting)
+        || record.node.target_power_state.is_some()
+}
+
+/// What an action started through [`Conductor::start`] does.
+#[derive(Debug, Clone)]
+pub enum Action {
+    Provision(Verb),
+    Power(PowerAction),
+    BootDevice {
+        device: BootDevice,
+        persistent: bool,
+    },
+    /// `bootvol volumes attach`: the node's storage interface attaches its volumes.
+    AttachVolumes,
+    /// `bootvol volumes detach`.
+    DetachVolumes,
+    /// Refused while the node is deployed or has volumes attached.
+    Delete,
+}
+
+impl Action {
+    /// The verb the node's lock shows.
+    pub fn verb(&self) -> String {
+        match self {
+            Action::Provision(verb) => verb.to_string(),
+            Action::Power(_) => "power".into(),
+            Action::BootDevice { .. } => "boot device".into(),
+            Action::AttachVolumes => "volume attach".into(),
+            Action::DetachVolumes => "volume detach".into(),
+            Action::Delete => "delete".into(),
+        }
+    }
+
+    /// The target states shown as soon as the action is accepted (as Ironic does before it
+    /// answers 202), so that a client polling the node sees it pending.
+    fn targets(&self, record: &NodeRecord) -> (Option<ProvisionState>, Option<PowerState>) {
+        match self {
+            Action::Provision(verb) => {
+                (plan(record.node.provision_state, *verb).ok().map(|p| p.target), None)
+            }
+            Action::Power(PowerAction::On | PowerAction::Reboot) => (None, Some(PowerState::On)),
+            Action::Power(PowerAction::Off | PowerAction::SoftOff) => (None, Some(PowerState::Off)),
+            _ => (None, None),
+        }
+    }
+}
+
+/// An accepted action: the node is locked for it and its work runs on a tracked task.
+#[derive(Debug)]
+pub struct Started {
+    pub node_uuid: String,
+    handle: tokio::task::JoinHandle<Result<NodeRecord, ConductorError>>,
+}
+
+impl Started {
+    /// Waits for the action to end.
+    pub async fn finished(self) -> Result<NodeRecord, ConductorError> {
+        self.handle.await.unwrap_or_else(|e| {
+            Err(ConductorError::Failed(format!("the action ended before it finished: {e}")))
+        })
     }
 }
 

@@ -9,7 +9,7 @@ use serde_json::json;
 use sha2::Sha256;
 
 use crate::db::Event;
-use crate::storage::SharedDb;
+use crate::db::SharedDb;
 use crate::timefmt::now_unix;
 
 /// The signature header: `sha256=<hex of HMAC-SHA256(secret, body)>`.
@@ -50,9 +50,29 @@ pub fn body(event: &Event) -> Vec<u8> {
     .into_bytes()
 }
 
+/// The webhook's sender: the hook and the HTTP client it posts with.
+#[derive(Debug, Clone)]
+pub struct Notifier {
+    db: SharedDb,
+    client: reqwest::Client,
+    hook: Webhook,
+}
+
+impl Notifier {
+    pub fn new(db: SharedDb, hook: Webhook) -> Notifier {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        Notifier { db, client: reqwest::Client::new(), hook }
+    }
+
+    /// Delivers the events that are due, once.
+    pub async fn deliver_due(&self) -> usize {
+        deliver_due(&self.db, &self.client, &self.hook).await
+    }
+}
+
 /// Delivers due events once; returns how many were delivered. Failures are rescheduled with
 /// exponential backoff (2 s, 4 s... capped at 10 min) and dropped after `max_attempts`.
-pub async fn deliver_due(db: &SharedDb, client: &reqwest::Client, hook: &Webhook) -> usize {
+async fn deliver_due(db: &SharedDb, client: &reqwest::Client, hook: &Webhook) -> usize {
     let now = now_unix() as i64;
     let due = match db.run(move |db| db.events_to_deliver(now, 50)).await {
         Ok(due) => due,

@@ -141,6 +141,16 @@ CREATE TABLE sync_status (
 ) STRICT;
 "#,
         ),
+        // Locks held by actions, not processes: the instance (host) and a random nonce name the
+        // action; a live action renews its lease. Rows of older versions keep '' and 0 and are
+        // judged by their process alone.
+        M::up(
+            r#"
+ALTER TABLE node_locks ADD COLUMN instance_id TEXT NOT NULL DEFAULT '';
+ALTER TABLE node_locks ADD COLUMN nonce TEXT NOT NULL DEFAULT '';
+ALTER TABLE node_locks ADD COLUMN lease_expires_at INTEGER NOT NULL DEFAULT 0;
+"#,
+        ),
     ])
 }
 

@@ -2,7 +2,8 @@
 //!
 //! [`Db`] opens a database file (WAL, foreign keys, a busy timeout) and migrates it; methods are
 //! named in the domain (`node_record_by_mac`, `apply_inventory`). Values come out as `model`
-//! types; a row that does not parse is reported as corrupt, never passed on.
+//! types; a row that does not parse is reported as corrupt, never passed on. [`SharedDb`] is
+//! the handle async callers share (events and node locks included).
 
 mod api;
 mod apply;
@@ -10,6 +11,7 @@ mod locks;
 mod migrations;
 mod nodes;
 mod runtime;
+mod shared;
 mod sync;
 mod volumes;
 
@@ -20,7 +22,8 @@ use rusqlite::Connection;
 
 pub use api::{ChildKind, Stamped, WriteError};
 pub use apply::{ApplyError, ApplyReport};
-pub use locks::{LockHolder, ProcessId};
+pub use locks::{ActionToken, LEASE_SECS, LockHolder, ProcessId, instance_id};
+pub use shared::{LockError, Locked, NodeLock, SharedDb};
 pub use sync::{SYNC_MESSAGE_LIMIT, SyncPass, SyncPassOutcome, SyncRunner, SyncStatus};
 pub use volumes::{AttachmentRecord, AttachmentState, Event};
 
@@ -102,7 +105,7 @@ mod tests {
             .unwrap();
         }
         let db = Db::open(&path).unwrap();
-        assert_eq!(db.schema_version().unwrap(), 5);
+        assert_eq!(db.schema_version().unwrap(), 6);
         let record = db.node_record("old").unwrap().unwrap();
         assert_eq!(record.node.storage_interface, None, "no implied default in the database");
         let journal: String =
@@ -131,7 +134,7 @@ mod tests {
                 .unwrap();
         }
         let db = Db::open(&path).unwrap();
-        assert_eq!(db.schema_version().unwrap(), 5);
+        assert_eq!(db.schema_version().unwrap(), 6);
         assert_eq!(db.sync_status().unwrap(), None, "no pass recorded yet");
         assert_eq!(db.attachment_counts().unwrap(), vec![("attached".to_owned(), 1)]);
         assert_eq!(db.events(None, 10).unwrap().len(), 1);

@@ -5,7 +5,7 @@ use rusqlite::params;
 use serde_json::Value;
 
 use super::{Db, DbError};
-use crate::model::Node;
+use crate::model::{Node, PowerState, ProvisionState};
 
 impl Db {
     /// Saves what actions change: provision and power states (and targets), `last_error`,
@@ -27,6 +27,45 @@ impl Db {
                 Value::Object(node.instance_info.clone()).to_string(),
                 Value::Object(node.driver_internal_info.clone()).to_string(),
             ],
+        )?;
+        Ok(())
+    }
+
+    /// Records a power state read from the BMC (power sync): that column only, so a state an
+    /// action wrote a moment earlier is never overwritten.
+    pub fn set_power_state(&self, node_uuid: &str, state: PowerState) -> Result<(), DbError> {
+        self.conn.execute(
+            "UPDATE nodes SET power_state = ?2, \
+             updated_at = strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now') WHERE uuid = ?1",
+            params![node_uuid, state.as_str()],
+        )?;
+        Ok(())
+    }
+
+    /// What an accepted action shows at once (its target states), before it runs; clears
+    /// `last_error`. Only those columns.
+    pub fn set_action_targets(
+        &self,
+        node_uuid: &str,
+        provision: Option<ProvisionState>,
+        power: Option<PowerState>,
+    ) -> Result<(), DbError> {
+        self.conn.execute(
+            "UPDATE nodes SET target_provision_state = COALESCE(?2, target_provision_state), \
+             target_power_state = COALESCE(?3, target_power_state), last_error = NULL, \
+             updated_at = strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now') WHERE uuid = ?1",
+            params![node_uuid, provision.map(|s| s.as_str()), power.map(|s| s.as_str())],
+        )?;
+        Ok(())
+    }
+
+    /// An accepted action that was refused before it changed anything: no pending target, and
+    /// `last_error` says why. Only those columns.
+    pub fn end_refused_action(&self, node_uuid: &str, message: &str) -> Result<(), DbError> {
+        self.conn.execute(
+            "UPDATE nodes SET target_provision_state = NULL, target_power_state = NULL, \
+             last_error = ?2, updated_at = strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now') WHERE uuid = ?1",
+            params![node_uuid, message],
         )?;
         Ok(())
     }

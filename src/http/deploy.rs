@@ -16,6 +16,7 @@ fn error_response(e: ConductorError) -> Response {
     let status = match &e {
         ConductorError::Refused(_) => StatusCode::FORBIDDEN,
         ConductorError::NotFound(_) => StatusCode::NOT_FOUND,
+        ConductorError::Locked(_) => StatusCode::CONFLICT,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     };
     (status, format!("{e}\n")).into_response()

@@ -13,10 +13,13 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::{Map, Value, json};
 
-use super::{SharedDb, StorageError, StorageInterface, volume_should_write_image};
+use super::{StorageError, StorageInterface, volume_should_write_image};
 use crate::cinder::{ApiStyle, CinderClient, CinderError, ConnectionInfo, Connector};
 use crate::config::Config;
-use crate::db::{AttachmentRecord, AttachmentState, SyncPass, SyncPassOutcome, SyncRunner};
+use crate::db::{
+    AttachmentRecord, AttachmentState, LockError, NodeLock, SharedDb, SyncPass, SyncPassOutcome,
+    SyncRunner,
+};
 use crate::model::{
     ConnectorType, JsonMap, NodeRecord, StorageInterfaceName, VolumeTarget, VolumeType,
 };
@@ -488,11 +491,9 @@ impl CinderStorage {
             .filter(|r| !(r.state == AttachmentState::Failed && r.step == "undone"))
         {
             let node = record.node_uuid.clone();
-            // A node another live process works on is not interrupted: its action is not over.
-            let lock = match self.db.lock_node(&node, "recovery").await {
-                Ok(lock) => lock,
-                Err(StorageError::Locked { .. }) => continue,
-                Err(e) => return Err(e),
+            // A node another live action works on is not interrupted: its action is not over.
+            let Some((lock, record)) = self.lock_current(&record, "recovery").await? else {
+                continue;
             };
             // A failed read must not leave the node locked until the next restart.
             let target = match self.target_of(&record).await {
@@ -535,6 +536,31 @@ impl CinderStorage {
         Ok(report)
     }
 
+    /// Takes the lock of `listed`'s node for `verb` and reads the record again under it (the
+    /// action that wrote it may have ended since it was listed). `None`: skip it, because
+    /// another action holds the node or the record is no longer in the same state and step.
+    async fn lock_current(
+        &self,
+        listed: &AttachmentRecord,
+        verb: &str,
+    ) -> Result<Option<(NodeLock, AttachmentRecord)>, StorageError> {
+        let lock = match self.db.lock_node(&listed.node_uuid, verb).await {
+            Ok(lock) => lock,
+            Err(LockError::Locked(_)) => return Ok(None),
+            Err(LockError::Db(e)) => return Err(e.into()),
+        };
+        let target = listed.target_uuid.clone();
+        match self.db.run(move |db| db.attachment_record(&target)).await {
+            Ok(Some(now)) if now.state == listed.state && now.step == listed.step => {
+                Ok(Some((lock, now)))
+            }
+            other => {
+                lock.release().await;
+                other.map(|_| None).map_err(StorageError::from)
+            }
+        }
+    }
+
     /// The target a record is about (a stand-in when the target was deleted meanwhile).
     async fn target_of(&self, record: &AttachmentRecord) -> Result<VolumeTarget, StorageError> {
         let node_uuid = record.node_uuid.clone();
@@ -570,11 +596,7 @@ impl CinderStorage {
         let attached =
             self.db.run(|db| db.attachment_records(&[AttachmentState::Attached])).await?;
         for record in attached {
-            let lock = match self.db.lock_node(&record.node_uuid, "sync").await {
-                Ok(lock) => lock,
-                Err(StorageError::Locked { .. }) => continue,
-                Err(e) => return Err(e),
-            };
+            let Some((lock, record)) = self.lock_current(&record, "sync").await? else { continue };
             report.checked += 1;
             // A failed read must not leave the node locked until the next restart.
             let target = match self.target_of(&record).await {
@@ -935,7 +957,7 @@ mod tests {
             "test",
         )
         .unwrap();
-        let db = SharedDb::new(crate::db::Db::open_in_memory().unwrap());
+        let db = crate::db::SharedDb::new(crate::db::Db::open_in_memory().unwrap());
         let storage = CinderStorage::new(&config, db.clone()).unwrap();
         // Nothing is attached: the pass asks Cinder nothing and is ok.
         let report = storage.sync(SyncRunner::Cli).await.unwrap();

@@ -5,18 +5,19 @@
 //! Three implementations: `noop` (the default; does nothing), `external` (the operator records
 //! the connection info; attach and detach only check it), and `cinder` (the Cinder client does
 //! the work; see `cinder.rs`). The seam is a trait because Cinder is an external system.
+//! The database handle, events and node locks are `db`'s ([`crate::db::SharedDb`]).
 
 mod cinder;
 mod external;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 
 pub use cinder::{CinderStorage, RecoveryReport, SyncReport};
 
 use crate::config::Config;
-use crate::db::{Db, DbError};
+use crate::db::{DbError, SharedDb};
 use crate::model::{NodeRecord, StorageInterfaceName, VolumeTarget};
 
 /// A storage operation that failed; the message is the operator's (Cinder's own, when it is
@@ -31,80 +32,6 @@ pub enum StorageError {
     Db(#[from] DbError),
     #[error("storage interface {0} is not enabled (enabled: {1})")]
     NotEnabled(StorageInterfaceName, String),
-    #[error("node {node} is locked by {action} (process {pid}, since {since})")]
-    Locked { node: String, action: String, pid: i64, since: String },
-}
-
-/// The database, shared by async callers; every use runs on the blocking pool.
-#[derive(Debug, Clone)]
-pub struct SharedDb(Arc<Mutex<Db>>);
-
-impl SharedDb {
-    pub fn new(db: Db) -> SharedDb {
-        SharedDb(Arc::new(Mutex::new(db)))
-    }
-
-    /// Runs `f` with the database on the blocking pool.
-    pub async fn run<R: Send + 'static>(&self, f: impl FnOnce(&Db) -> R + Send + 'static) -> R {
-        let db = Arc::clone(&self.0);
-        tokio::task::spawn_blocking(move || {
-            let guard = db.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-            f(&guard)
-        })
-        .await
-        .expect("database task panicked")
-    }
-
-    /// Records an event of a node (masked when stored). An event that cannot be written is
-    /// logged, never returned: the action it reports stands.
-    pub async fn record_event(
-        &self,
-        node_uuid: &str,
-        event_type: String,
-        level: &'static str,
-        payload: serde_json::Value,
-    ) {
-        let node = node_uuid.to_owned();
-        if let Err(e) =
-            self.run(move |db| db.add_event(Some(&node), &event_type, level, &payload)).await
-        {
-            tracing::error!(error = %e, "cannot record an event");
-        }
-    }
-}
-
-/// A node's lock, held by this process until [`NodeLock::release`].
-#[derive(Debug)]
-pub struct NodeLock {
-    db: SharedDb,
-    node_uuid: String,
-    me: crate::db::ProcessId,
-}
-
-impl SharedDb {
-    /// Takes a node's lock for `action`, or says who holds it.
-    pub async fn lock_node(&self, node_uuid: &str, action: &str) -> Result<NodeLock, StorageError> {
-        let me = crate::db::ProcessId::current();
-        let (node, what, who) = (node_uuid.to_owned(), action.to_owned(), me.clone());
-        match self.run(move |db| db.try_lock_node(&node, &what, &who)).await? {
-            Ok(()) => Ok(NodeLock { db: self.clone(), node_uuid: node_uuid.to_owned(), me }),
-            Err(holder) => Err(StorageError::Locked {
-                node: node_uuid.to_owned(),
-                action: holder.action,
-                pid: holder.pid,
-                since: holder.acquired_at,
-            }),
-        }
-    }
-}
-
-impl NodeLock {
-    pub async fn release(self) {
-        let (node, me) = (self.node_uuid.clone(), self.me.clone());
-        if let Err(e) = self.db.run(move |db| db.unlock_node(&node, &me)).await {
-            tracing::error!(node = self.node_uuid, error = %e, "cannot release the node lock");
-        }
-    }
 }
 
 /// Ironic's storage interface.

@@ -292,8 +292,10 @@ fn nodes_create_list_show_patch_delete() {
     assert_eq!(after["storage_interface"], "external");
     // A node another action holds (a live process's lock): 409, and nothing changes.
     let db = bootvol::db::Db::open(&api._dir.path().join("bootvol.db")).unwrap();
-    let me = bootvol::db::ProcessId::current();
-    db.try_lock_node(&uuid, "deploy", &me).unwrap().unwrap();
+    // An action of this very process: actions exclude each other, not processes.
+    let me = bootvol::db::ActionToken::new("deploy");
+    let now = bootvol::timefmt::now_unix() as i64;
+    db.try_lock_node(&uuid, &me, now, bootvol::db::LEASE_SECS).unwrap().unwrap();
     for (method, path, body) in [
         ("PATCH", "/v1/nodes/n1", json!([{"op": "add", "path": "/extra/x", "value": 1}])),
         ("PUT", "/v1/nodes/n1/states/power", json!({"target": "power on"})),

@@ -149,16 +149,19 @@ fn a_locked_node_refuses_a_second_action_and_a_crashed_one_is_recovered() {
     let stat = std::fs::read_to_string("/proc/1/stat").unwrap();
     let start = stat[stat.rfind(')').unwrap() + 2..].split(' ').nth(19).unwrap().to_owned();
     let db = app.db();
-    let live = bootvol::db::ProcessId { pid: 1, start };
-    db.try_lock_node(&uuid, "deploy", &live).unwrap().unwrap();
+    let live = bootvol::db::ActionToken::of(bootvol::db::ProcessId { pid: 1, start }, "deploy");
+    let now = bootvol::timefmt::now_unix() as i64;
+    db.try_lock_node(&uuid, &live, now, bootvol::db::LEASE_SECS).unwrap().unwrap();
     let stderr = app.fails(&["node", "power", "n1", "on"]);
     assert!(stderr.contains("node n1 is locked by deploy (process 1"), "{stderr}");
 
     // A process that died mid-deploy: the node ends in deploy failed, not stuck.
     db.unlock_node(&uuid, &live).unwrap();
-    db.try_lock_node(&uuid, "deploy", &bootvol::db::ProcessId { pid: 1, start: "gone".into() })
-        .unwrap()
-        .unwrap();
+    let gone = bootvol::db::ActionToken::of(
+        bootvol::db::ProcessId { pid: 1, start: "gone".into() },
+        "deploy",
+    );
+    db.try_lock_node(&uuid, &gone, now, bootvol::db::LEASE_SECS).unwrap().unwrap();
     let mut record = db.node_record("n1").unwrap().unwrap();
     record.node.provision_state = bootvol::model::ProvisionState::Deploying;
     record.node.target_provision_state = Some(bootvol::model::ProvisionState::Active);

@@ -10,6 +10,7 @@ mod conductor;
 mod hostile;
 mod keystone;
 mod power;
+mod race;
 mod scenarios;
 mod serve;
 mod support;

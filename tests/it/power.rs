@@ -5,7 +5,7 @@
 //! is missing. `tests/power/setup.sh` installs everything.
 
 #[path = "../power/peers.rs"]
-mod peers;
+pub(crate) mod peers;
 
 use std::net::{TcpListener, UdpSocket};
 use std::sync::Arc;

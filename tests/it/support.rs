@@ -177,10 +177,23 @@ impl Appliance {
 pub(crate) fn start_serve(
     config: Config,
 ) -> (std::net::SocketAddr, std::net::SocketAddr, tokio_util::sync::CancellationToken) {
+    let (api, boot, shutdown, _) = start_serve_joinable(config);
+    (api, boot, shutdown)
+}
+
+/// [`start_serve`], with the thread `serve` runs on (it ends when `serve` returns).
+pub(crate) fn start_serve_joinable(
+    config: Config,
+) -> (
+    std::net::SocketAddr,
+    std::net::SocketAddr,
+    tokio_util::sync::CancellationToken,
+    std::thread::JoinHandle<anyhow::Result<()>>,
+) {
     let shutdown = tokio_util::sync::CancellationToken::new();
     let token = shutdown.clone();
     let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
+    let thread = std::thread::spawn(move || {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -195,5 +208,5 @@ pub(crate) fn start_serve(
         })
     });
     let (api, boot) = rx.recv_timeout(std::time::Duration::from_secs(10)).expect("API bound");
-    (api, boot, shutdown)
+    (api, boot, shutdown, thread)
 }

@@ -1,0 +1,221 @@
+//! Node locks exclude actions, not processes: inside one `bootvol serve`, the background
+//! services (power sync, Cinder sync, deploy expiry, recovery) never take over, release or
+//! overwrite the lock of an action started through the API; and SIGTERM lets an action in
+//! flight finish instead of killing it. The power driver is real and slow: sushy-tools' Redfish
+//! emulator with every power change landing 3 s after it was asked for.
+
+use std::time::{Duration, Instant};
+
+use bootvol::config::Config;
+use bootvol::db::Db;
+use serde_json::{Value, json};
+
+use crate::power::peers::{Sushy, SushyOptions};
+
+const POWER_DELAY: u32 = 3;
+
+/// An appliance whose power sync and Cinder sync tick every second, with one Redfish node on
+/// external storage, and a Cinder attachment record on it so that the Cinder sync pass has that
+/// node to look at (its Cinder is unreachable: a sync pass fails, as an unlucky one would).
+struct Rig {
+    sushy: Sushy,
+    dir: tempfile::TempDir,
+    base: String,
+    shutdown: tokio_util::sync::CancellationToken,
+    thread: Option<std::thread::JoinHandle<anyhow::Result<()>>>,
+    uuid: String,
+}
+
+impl Rig {
+    fn start() -> Option<Rig> {
+        let sushy =
+            Sushy::start(SushyOptions { power_delay: POWER_DELAY, ..SushyOptions::default() })?;
+        let dir = tempfile::tempdir().unwrap();
+        let text = format!(
+            r#"[DEFAULT]
+enabled_storage_interfaces = ["noop", "external", "cinder"]
+[database]
+path = "{dir}/bootvol.db"
+[http]
+public_url = "http://192.0.2.10:8080"
+files_root = "{dir}"
+[api]
+auth_strategy = "noauth"
+[conductor]
+power_sync_interval = 1
+power_state_wait = 20
+[cinder]
+url = "http://127.0.0.1:9/v3"
+sync_interval = 1
+"#,
+            dir = dir.path().display()
+        );
+        let config = Config::from_toml(&text, "test").unwrap();
+        let inventory = json!({"nodes": [{"name": "n1", "driver": "redfish", "storage_interface": "external",
+            "driver_info": {"redfish_address": sushy.url, "redfish_system_id": Sushy::system_path(1)},
+            "properties": {"capabilities": "iscsi_boot:true"}, "ports": [{"address": "52:54:00:ee:00:01"}],
+            "volume_connectors": [{"type": "iqn", "connector_id": "iqn.2024-01.org.example.node:n1"}],
+            "volume_targets": [{"volume_type": "iscsi", "boot_index": 0, "volume_id": "v1",
+                "properties": {"target_iqn": "iqn.2024-01.org.example.san:v1", "target_portal": "192.0.2.5:3260", "target_lun": 1}}]}]});
+        let specs = bootvol::inventory::parse(
+            &inventory.to_string(),
+            bootvol::inventory::Format::Json,
+            &config,
+        )
+        .unwrap();
+        let mut db = Db::open(&config.database.path).unwrap();
+        db.apply_inventory(&specs, false).unwrap();
+        let record = db.node_record("n1").unwrap().unwrap();
+        db.save_attachment_record(&bootvol::db::AttachmentRecord {
+            node_uuid: record.node.uuid.clone(),
+            target_uuid: record.volume_targets[0].uuid.clone(),
+            volume_id: "v1".into(),
+            api: "attachments".into(),
+            attachment_id: Some("a1".into()),
+            state: bootvol::db::AttachmentState::Attached,
+            step: "tagged".into(),
+            connector: json!({}),
+            last_error: None,
+            updated_at: None,
+        })
+        .unwrap();
+        let (api, _, shutdown, thread) = crate::support::start_serve_joinable(config);
+        let rig = Rig {
+            sushy,
+            dir,
+            base: format!("http://{api}"),
+            shutdown,
+            thread: Some(thread),
+            uuid: record.node.uuid,
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while rig.call("GET", "/", None).0 != 200 {
+            assert!(Instant::now() < deadline, "API never answered");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Some(rig)
+    }
+
+    fn call(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+        let agent: ureq::Agent =
+            ureq::Agent::config_builder().http_status_as_error(false).build().into();
+        let request = ureq::http::Request::builder()
+            .method(method)
+            .uri(format!("{}{path}", self.base))
+            .header("X-OpenStack-Ironic-API-Version", "1.38")
+            .header("Content-Type", "application/json")
+            .body(body.map(|b| b.to_string()).unwrap_or_default())
+            .unwrap();
+        match agent.run(request) {
+            Ok(mut response) => {
+                let status = response.status().as_u16();
+                let text = response.body_mut().read_to_string().unwrap_or_default();
+                (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+            }
+            Err(e) => panic!("{method} {path}: {e}"),
+        }
+    }
+
+    fn db(&self) -> Db {
+        Db::open(&self.dir.path().join("bootvol.db")).unwrap()
+    }
+
+    fn node(&self) -> Value {
+        self.call("GET", "/v1/nodes/n1", None).1
+    }
+
+    /// Stops `serve` as SIGTERM does and waits for it to return.
+    fn stop(&mut self) -> Duration {
+        let started = Instant::now();
+        self.shutdown.cancel();
+        self.thread.take().unwrap().join().unwrap().unwrap();
+        started.elapsed()
+    }
+}
+
+impl Drop for Rig {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+#[test]
+fn background_services_never_take_over_an_api_action() {
+    let Some(mut rig) = Rig::start() else { return };
+    let (status, body) =
+        rig.call("PUT", "/v1/nodes/n1/states/provision", Some(json!({"target": "active"})));
+    assert_eq!(status, 202, "{body}");
+    let db = rig.db();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let (mut samples, mut refused) = (0, false);
+    loop {
+        let node = rig.node();
+        if node["provision_state"] != "deploying" && node["provision_state"] != "available" {
+            assert_eq!(node["provision_state"], "active", "{node}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the deploy never ended: {node}");
+        if node["provision_state"] == "deploying" {
+            // Power sync and Cinder sync tick every second in this process while the deploy
+            // waits on the BMC: the lock stays the deploy's, whole.
+            let holder = db.lock_holder(&rig.uuid).unwrap();
+            let holder = holder.unwrap_or_else(|| panic!("the deploy's lock vanished: {node}"));
+            assert_eq!(holder.action, "deploy", "{holder:?}");
+            samples += 1;
+            if !refused && samples >= 15 {
+                // A second action meanwhile is refused, like any other process's.
+                let (status, body) = rig.call(
+                    "PUT",
+                    "/v1/nodes/n1/states/power",
+                    Some(json!({"target": "power off"})),
+                );
+                assert_eq!(status, 409, "{body}");
+                refused = true;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(samples >= 20, "the deploy ran {samples} samples: the BMC was not slow enough");
+    assert!(refused);
+    let node = rig.node();
+    assert_eq!(node["power_state"], "power on", "{node}");
+    assert_eq!(node["target_provision_state"], Value::Null, "{node}");
+    assert_eq!(node["last_error"], Value::Null, "{node}");
+    assert_eq!(db.lock_holder(&rig.uuid).unwrap(), None, "released at the end");
+    // The BMC saw exactly one power-on: power sync only reads.
+    let resets: Vec<Value> = rig
+        .sushy
+        .requests()
+        .into_iter()
+        .filter(|r| r["method"] == "POST" && r["path"].as_str().unwrap_or("").contains("Reset"))
+        .collect();
+    assert_eq!(resets.len(), 1, "{resets:?}");
+    // Power sync did run beside it, and the Cinder sync passes were recorded (failed: Cinder is
+    // unreachable), without touching the deploy's lock.
+    let status = db.sync_status().unwrap().expect("a Cinder sync pass ran");
+    assert_eq!(status.ran_by, bootvol::db::SyncRunner::Serve);
+    rig.stop();
+}
+
+#[test]
+fn sigterm_lets_an_action_in_flight_finish() {
+    let Some(mut rig) = Rig::start() else { return };
+    let (status, body) =
+        rig.call("PUT", "/v1/nodes/n1/states/power", Some(json!({"target": "power on"})));
+    assert_eq!(status, 202, "{body}");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(rig.node()["target_power_state"], "power on");
+    let took = rig.stop();
+    // The power-on lands on the BMC 3 s after it was asked for; serve waited for it.
+    assert!(took >= Duration::from_secs(1), "serve returned at once ({took:?})");
+    assert!(took < Duration::from_secs(30), "{took:?}");
+    let db = rig.db();
+    let record = db.node_record("n1").unwrap().unwrap();
+    assert_eq!(record.node.power_state, Some(bootvol::model::PowerState::On));
+    assert_eq!(record.node.target_power_state, None);
+    assert_eq!(record.node.last_error, None);
+    assert_eq!(db.lock_holder(&rig.uuid).unwrap(), None, "the action released its lock");
+}
