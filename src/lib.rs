@@ -33,6 +33,5 @@ pub mod power;
 pub mod recent;
 pub mod secrets;
 pub mod storage;
-pub mod tftp;
 pub mod tftp_files;
 pub mod timefmt;
