@@ -7,6 +7,7 @@
 //! - `reqwest` only in the Cinder client (`src/cinder/`), the power drivers (`src/power/`) and the
 //!   notifier (`src/conductor/notify.rs`);
 //! - every `.rs` file under `src/` and `crates/*/src/` starts with a `//!` header;
+//! - `src/lib.rs`'s layout names every module it declares;
 //! - every workspace member is a default member (so `cargo test --locked` tests them all) and
 //!   takes the workspace's lints.
 //!
@@ -290,6 +291,23 @@ fn header_violations(files: &[(String, String)]) -> Vec<String> {
         .collect()
 }
 
+/// `src/lib.rs:line: ...` for every module `lib_rs` declares that its `//!` layout does not name
+/// as [`module`].
+fn layout_violations(lib_rs: &str) -> Vec<String> {
+    let header: String = lib_rs.lines().take_while(|line| line.starts_with("//!")).collect();
+    lib_rs
+        .lines()
+        .enumerate()
+        .filter_map(|(index, line)| {
+            let name = line.trim().trim_start_matches("pub ").strip_prefix("mod ")?;
+            let name = name.strip_suffix(';')?;
+            (!header.contains(&format!("[`{name}`]"))).then(|| {
+                format!("src/lib.rs:{}: module `{name}` is missing from the layout", index + 1)
+            })
+        })
+        .collect()
+}
+
 fn report(what: &str, violations: &[String]) {
     if !violations.is_empty() {
         let mut message = format!("{what} ({} found):\n", violations.len());
@@ -311,6 +329,13 @@ fn crates_stay_behind_their_boundaries() {
 #[test]
 fn every_source_file_starts_with_a_header() {
     report("source files without a `//!` header", &header_violations(&source_files()));
+}
+
+#[test]
+fn the_crate_layout_names_every_module() {
+    let lib_rs = std::fs::read_to_string(root().join("src/lib.rs")).unwrap();
+    assert!(lib_rs.contains("pub mod "), "src/lib.rs declares no module");
+    report("src/lib.rs's header leaves out modules", &layout_violations(&lib_rs));
 }
 
 #[test]
@@ -434,6 +459,19 @@ fn a_missing_header_is_named() {
         [
             "src/b.rs:1: no `//!` header saying what the file owns",
             "crates/x/src/lib.rs:1: no `//!` header saying what the file owns",
+        ]
+    );
+}
+
+#[test]
+fn a_module_left_out_of_the_layout_is_named() {
+    let lib_rs =
+        "//! # Layout\n//! - [`db`]: SQL.\n\npub mod db;\npub mod http;\nmod tidy_probe;\n";
+    assert_eq!(
+        layout_violations(lib_rs),
+        [
+            "src/lib.rs:5: module `http` is missing from the layout",
+            "src/lib.rs:6: module `tidy_probe` is missing from the layout",
         ]
     );
 }
