@@ -178,7 +178,8 @@ fn code_only(text: &str) -> String {
         {
             // 'x', b'x', '\n', '\u{1F600}' are literals; 'a (a lifetime or label) is code.
             let end = if next == Some('\\') {
-                (i + 2..chars.len()).find(|&k| chars[k] == '\'')
+                // The escaped character itself (at i + 2) may be a quote: '\''.
+                (i + 3..chars.len()).find(|&k| chars[k] == '\'')
             } else if chars.get(i + 2) == Some(&'\'') {
                 Some(i + 2)
             } else {
@@ -438,7 +439,7 @@ fn f(cfg: &Config) {
     let b = r#"axum::Router "quoted" reqwest::get"#;
     let c = b"hyper::Body";
     let d = "escaped \" quote then axum::Router";
-    let e = '"'; let q = b'"'; let axum_like = 1; let l: &'static str = "hyper::x";
+    let e = '"'; let q = b'"'; let axum_like = 1; let quote = '\''; let s = "axum::x"; let l: &'static str = "hyper::x";
     let f = cfg.reqwest; let g = self::hyper::thing(); let h = my_axum::X;
     let r#type = 1;
 }
@@ -474,4 +475,13 @@ fn a_module_left_out_of_the_layout_is_named() {
             "src/lib.rs:6: module `tidy_probe` is missing from the layout",
         ]
     );
+}
+
+#[test]
+fn char_literals_end_where_they_end() {
+    // An escaped quote, then a double quote in a char: neither may start a string that hides code.
+    let code = code_only(r#"let t = ('\'','"'); axum::serve(); let u = "x";"#);
+    assert_eq!(uses_of(&code, "axum"), [1]);
+    let code = code_only(r#"let t = (b'\'', b'"', '\\', '\u{22}'); axum::serve(); let u = "x";"#);
+    assert_eq!(uses_of(&code, "axum"), [1]);
 }
