@@ -115,7 +115,7 @@ pub async fn serve(
     start_services(&config, &conductor, &services, &shutdown);
     let tftp_handler =
         Arc::new(TftpBootFiles::new(Arc::clone(&snapshot.current), tftp_root).with_recent(recent));
-    let tftp = tokio::spawn(crate::tftp::serve(
+    let tftp = tokio::spawn(bootvol_tftp::serve(
         listeners.tftp,
         tftp_handler,
         tftp_config(&config),
@@ -292,8 +292,8 @@ fn served_root(path: &std::path::Path, key: &str) -> Option<FileRoot> {
     }
 }
 
-fn tftp_config(config: &Config) -> crate::tftp::TftpConfig {
-    crate::tftp::TftpConfig {
+fn tftp_config(config: &Config) -> bootvol_tftp::TftpConfig {
+    bootvol_tftp::TftpConfig {
         max_block_size: config.tftp.max_block_size,
         max_window_size: config.tftp.max_window_size,
         timeout: Duration::from_secs(config.tftp.timeout),

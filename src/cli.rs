@@ -250,7 +250,7 @@ fn render(config: &Config, mac: &str, out: &mut dyn Write) -> Result<()> {
 }
 
 fn serve(config: Config) -> Result<()> {
-    init_logging();
+    init_logging("info");
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async {
         let listeners = crate::app::Listeners::bind(&config).await?;
@@ -258,10 +258,11 @@ fn serve(config: Config) -> Result<()> {
     })
 }
 
-/// Logs to standard error; `RUST_LOG` filters (default `info`).
-fn init_logging() {
+/// Logs to standard error; `RUST_LOG` filters, else `default_filter`: `info` for `serve`, `warn`
+/// for the commands whose own output is their answer.
+fn init_logging(default_filter: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
@@ -306,7 +307,7 @@ async fn storage(
 
 fn volumes(config: Config, action: VolumesAction, out: &mut dyn Write) -> Result<()> {
     use crate::conductor::{Action, Conductor, ConductorError};
-    init_logging_quiet();
+    init_logging("warn");
     runtime()?.block_on(async {
         let (_, db) = storage(config.clone()).await?;
         let conductor = Conductor::new(std::sync::Arc::new(config), db)?;
@@ -327,7 +328,7 @@ fn volumes(config: Config, action: VolumesAction, out: &mut dyn Write) -> Result
 }
 
 fn sync(config: Config, out: &mut dyn Write) -> Result<()> {
-    init_logging_quiet();
+    init_logging("warn");
     runtime()?.block_on(async {
         let (interfaces, _) = storage(config).await?;
         let Some(cinder) = interfaces.cinder() else {
@@ -355,7 +356,7 @@ fn sync(config: Config, out: &mut dyn Write) -> Result<()> {
 fn node_command(config: Config, action: NodeAction, out: &mut dyn Write) -> Result<()> {
     use crate::conductor::{Action, Conductor, Verb};
     use crate::power::{BootDevice, PowerAction};
-    init_logging_quiet();
+    init_logging("warn");
     let deploy_wait = std::time::Duration::from_secs(config.deploy.callback_timeout);
     runtime()?.block_on(async {
         let db = crate::db::SharedDb::new(open_db(&config)?);
@@ -480,18 +481,6 @@ fn events(
         }
     }
     Ok(())
-}
-
-/// Logs warnings and errors only: the command's own output is its answer.
-fn init_logging_quiet() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(ansi)
-        .with_writer(std::io::stderr)
-        .try_init();
 }
 
 fn script_for_config(

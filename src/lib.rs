@@ -5,15 +5,30 @@
 //!
 //! # Layout
 //!
-//! - [`model`]: plain data with Ironic's field names, and the value parsers (MAC, IQN, WWN...).
-//! - [`capabilities`]: node capabilities and interface capability tags (`check_capability`).
-//! - [`config`]: the TOML configuration, read once and passed down.
-//! - [`inventory`]: inventory files in and out; the edge where operator input is validated.
-//! - [`secrets`]: which fields are secrets, and masking them.
-//! - [`db`]: the repository over SQLite; the only module that knows SQL.
-//! - [`boot`]: scenario decision, boot context and iPXE rendering; pure.
-//! - [`api`]: the Ironic-compatible REST API (`bootvol serve`); the only module that knows its JSON.
-//! - [`cli`]: the `bootvol` commands, wiring the above together.
+//! Every module, from plain values out to the edges (ARCHITECTURE.md's code map says what each
+//! must not know):
+//!
+//! - Values: [`model`] (plain data with Ironic's field names, and the value parsers: MAC, IQN,
+//!   WWN...); [`capabilities`] (node capabilities and interface capability tags,
+//!   `check_capability`); [`secrets`] (which fields are secrets, and masking them); [`timefmt`]
+//!   (ISO 8601 timestamps to and from Unix seconds).
+//! - Input: [`config`] (the TOML configuration, read once and passed down); [`inventory`]
+//!   (inventory files in and out; the edge where operator input is validated).
+//! - Storage of record: [`db`] (the repository over SQLite; the only module that knows SQL).
+//! - The boot path: [`boot`] (scenario decision, boot context and iPXE rendering, pure; the
+//!   snapshot of every node's script); [`files`] (confining client-supplied paths to a served
+//!   folder); [`recent`] (the ring of recent boot requests); [`http`] (the boot HTTP listener,
+//!   and the deploy ramdisk's call-back); [`tftp_files`] (what the TFTP listener serves; the
+//!   server itself is the `bootvol_tftp` crate, `crates/tftp`).
+//! - Actions: [`conductor`] (node actions, started through one entry point, one at a time per
+//!   node, and events);
+//!   [`power`] (the power drivers: fake, Redfish, IPMI); [`storage`] (Ironic's storage interface:
+//!   attaching and detaching volumes); [`cinder`] (the Cinder/Keystone REST client).
+//! - Front ends: [`api`] (the Ironic-compatible REST API; the only module that knows its JSON);
+//!   [`admin`] (the local admin web page); [`cli`] (the `bootvol` commands, wiring the above
+//!   together); [`app`] (`bootvol serve`: the listeners, the snapshot watcher and background
+//!   work, until shutdown); [`services`] (background work as named services, drained at
+//!   shutdown).
 
 pub mod admin;
 pub mod api;
@@ -34,6 +49,5 @@ pub mod recent;
 pub mod secrets;
 pub mod services;
 pub mod storage;
-pub mod tftp;
 pub mod tftp_files;
 pub mod timefmt;

@@ -10,12 +10,12 @@ use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use arc_swap::ArcSwap;
+use bootvol_tftp::{Handler, TftpError};
 use bytes::Bytes;
 
 use crate::boot::BootSnapshot;
 use crate::files::{FileError, FileRoot, check_name};
 use crate::model::MacAddr;
-use crate::tftp::{Handler, TftpError};
 
 /// Files larger than this are refused over TFTP: iPXE fetches anything big over HTTP.
 pub const MAX_TFTP_FILE: u64 = 64 * 1024 * 1024;

@@ -1,60 +1,30 @@
-//! ISO 8601 UTC timestamps to and from Unix seconds, without a date crate.
+//! ISO 8601 UTC timestamps to and from Unix seconds, with `jiff` (the calendar arithmetic is
+//! its, not ours). The API's own `created_at`/`updated_at` come from SQLite, not from here.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use jiff::Timestamp;
 
-/// Seconds since the epoch, now.
+/// Seconds since the epoch, now (0 if the clock is before 1970).
 pub fn now_unix() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+    u64::try_from(Timestamp::now().as_second()).unwrap_or(0)
 }
 
-/// `2026-11-30T10:37:41Z` for a Unix time.
+/// `2026-11-30T10:37:41Z` for a Unix time; times past jiff's last instant
+/// (`9999-12-30T22:00:00Z`) print as it.
 pub fn format_unix(secs: u64) -> String {
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    // Civil date from days (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    let timestamp = i64::try_from(secs)
+        .ok()
+        .and_then(|secs| Timestamp::from_second(secs).ok())
+        .unwrap_or(Timestamp::MAX);
+    // Precision 0: whole seconds, never a fraction.
+    format!("{timestamp:.0}")
 }
 
-/// Seconds since the epoch from `2015-11-07T02:58:43.578887Z` (fraction and `Z` or `+00:00`
-/// optional).
+/// Seconds since the epoch from `2015-11-07T02:58:43.578887Z` (fraction cut; `Z`, `+00:00` or
+/// another offset, or none, read as UTC); `None` for anything else or a time before 1970.
 pub fn parse_iso8601(text: &str) -> Option<u64> {
-    let (date, time) = text.split_once('T')?;
-    let mut d = date.split('-').map(|p| p.parse::<i64>().ok());
-    let (year, month, day) = (d.next()??, d.next()??, d.next()??);
-    let time = time.trim_end_matches('Z').trim_end_matches("+00:00");
-    let mut t = time.split(':');
-    let (hour, minute) = (t.next()?.parse::<i64>().ok()?, t.next()?.parse::<i64>().ok()?);
-    let second = t.next()?.split('.').next()?.parse::<i64>().ok()?;
-    if !(1..=12).contains(&month)
-        || !(1..=31).contains(&day)
-        || hour > 23
-        || minute > 59
-        || second > 60
-    {
-        return None;
-    }
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    u64::try_from(days * 86_400 + hour * 3_600 + minute * 60 + second).ok()
+    let timestamp =
+        text.parse::<Timestamp>().or_else(|_| format!("{text}Z").parse::<Timestamp>()).ok()?;
+    u64::try_from(timestamp.as_second()).ok()
 }
 
 #[cfg(test)]
@@ -72,5 +42,42 @@ mod tests {
         }
         assert_eq!(parse_iso8601("2015-13-07T02:58:43Z"), None);
         assert_eq!(parse_iso8601("yesterday"), None);
+    }
+
+    #[test]
+    fn calendar_edges() {
+        // Leap days: 2000 and 2024 have one, 2100 has none.
+        assert_eq!(format_unix(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(format_unix(1_709_164_800), "2024-02-29T00:00:00Z");
+        assert_eq!(format_unix(4_107_542_400), "2100-03-01T00:00:00Z");
+        assert_eq!(parse_iso8601("2100-02-29T00:00:00Z"), None);
+        assert_eq!(parse_iso8601("2015-02-31T00:00:00Z"), None);
+        assert_eq!(format_unix(4_102_444_799), "2099-12-31T23:59:59Z");
+        // jiff's last instant; later times print as it.
+        assert_eq!(format_unix(253_402_207_200), "9999-12-30T22:00:00Z");
+        assert_eq!(format_unix(253_402_207_201), "9999-12-30T22:00:00Z");
+        assert_eq!(format_unix(u64::MAX), "9999-12-30T22:00:00Z");
+    }
+
+    #[test]
+    fn offsets_and_their_absence() {
+        // No offset: read as UTC.
+        assert_eq!(parse_iso8601("2015-11-07T02:58:43"), Some(1_446_865_123));
+        assert_eq!(parse_iso8601("2015-11-07T02:58:43.5"), Some(1_446_865_123));
+        // Another offset is converted, not refused.
+        assert_eq!(parse_iso8601("2015-11-07T03:58:43+01:00"), Some(1_446_865_123));
+        assert_eq!(parse_iso8601("1969-12-31T23:59:59Z"), None);
+        assert_eq!(parse_iso8601(""), None);
+        assert_eq!(parse_iso8601("2015-11-07"), None);
+        assert_eq!(parse_iso8601("2015-11-07T25:00:00Z"), None);
+    }
+
+    #[test]
+    fn now_is_the_system_clock() {
+        use std::time::{SystemTime, UNIX_EPOCH};
+        let before = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
+        let now = now_unix();
+        let after = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
+        assert!((before..=after).contains(&now), "{before} <= {now} <= {after}");
     }
 }

@@ -1,8 +1,10 @@
-//! The boot HTTP listener: the only module that knows axum.
+//! The boot HTTP listener, the nodes' side of HTTP. It is one of the HTTP front ends (with `api`
+//! and `admin`); `app` serves them, and only these know axum (tests/it/tidy.rs checks it).
 //!
 //! `GET /boot.ipxe` (the generic script), `GET /boot/<mac>.ipxe` (a node's own script, from the
-//! in-memory snapshot) and `GET`/`HEAD /files/<path>` (kernels, ramdisks, images, with Range).
-//! Handlers read the current snapshot and never wait on SQLite, Cinder or a BMC.
+//! in-memory snapshot) and `GET`/`HEAD /files/<path>` (kernels, ramdisks, images, with Range);
+//! and the deploy ramdisk's endpoints (`deploy`). The boot handlers read the current snapshot and
+//! never wait on SQLite, Cinder or a BMC.
 
 mod boot;
 mod deploy;

@@ -15,4 +15,5 @@ mod scenarios;
 mod serve;
 mod support;
 mod tftp;
+mod tidy;
 mod validation;

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use bootvol::tftp::{Handler, TftpConfig, TftpError, serve};
+use bootvol_tftp::{Handler, TftpConfig, TftpError, serve};
 use bytes::Bytes;
 use tokio_util::sync::CancellationToken;
 

@@ -1,7 +1,10 @@
 //! Read-only TFTP server (RFC 1350, RFC 2347 options, RFC 2348 `blksize`, RFC 2349 `timeout` and
 //! `tsize`, RFC 7440 `windowsize`) on tokio.
 //!
-//! This module owns the sockets: the listening socket it is given, one socket per transfer (bound
+//! It is its own crate (bootvol's binary depends on it): it knows nothing of bootvol, and the
+//! compiler keeps it that way.
+//!
+//! This file owns the sockets: the listening socket it is given, one socket per transfer (bound
 //! to the listening IP with port 0, so each transfer has its own TID), the retransmission clock,
 //! the tasks and threads, and the logging of each transfer's end. Packet syntax lives in
 //! `packet` and the protocol rules of a transfer in `transfer`; both are pure.
