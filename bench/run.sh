@@ -2,6 +2,8 @@
 # bootvol benchmarks, side by side with peers in the same run, written to BENCHMARKS.md.
 #
 #   bench/run.sh            # needs root for apt-get the first time; about 5 minutes
+#   BASELINE=c5c18e4 bench/run.sh   # also an earlier bootvol, built from that commit, in every
+#                                   # interleaved round (a change must not make the figures worse)
 #
 # Measures: per-MAC script requests/s and p99 at 64 connections against nginx serving the same
 # scripts as static files; TFTP 1 MiB transfers against tftpd-hpa and atftpd; 500 simultaneous
@@ -29,6 +31,16 @@ fi
 
 cargo build --release --locked >/dev/null 2>&1 || cargo build --release --locked
 BOOTVOL=$ROOT/target/release/bootvol
+# An earlier bootvol for comparison, built in its own worktree and target folder.
+BASE_BIN=""
+if [ -n "${BASELINE:-}" ]; then
+  BASE_REV=$(git rev-parse --short "$BASELINE")
+  BASE_SRC=$ROOT/target/bench-baseline/$BASE_REV
+  [ -d "$BASE_SRC" ] || git worktree add -q --detach "$BASE_SRC" "$BASE_REV"
+  (cd "$BASE_SRC" && CARGO_TARGET_DIR=$ROOT/target/bench-baseline/target cargo build --release --locked >/dev/null 2>&1) \
+    || (cd "$BASE_SRC" && CARGO_TARGET_DIR=$ROOT/target/bench-baseline/target cargo build --release --locked)
+  BASE_BIN=$ROOT/target/bench-baseline/target/release/bootvol
+fi
 
 # -- fixtures ---------------------------------------------------------------------------------
 python3 - "$WORK" <<'EOF'
@@ -55,18 +67,19 @@ mkdir -p "$WORK/tftp" "$WORK/files"
 head -c 1048576 /dev/urandom > "$WORK/tftp/1m.bin"
 head -c 102400 /dev/urandom > "$WORK/tftp/100k.bin"
 
-config() { # $1 = database file
+config() { # $1 = database file, $2 = HTTP port (18100), $3 = TFTP port (16900)
+  local http=${2:-18100} tftp=${3:-16900}
   cat <<EOF
 [DEFAULT]
 enabled_storage_interfaces = ["noop", "external"]
 [database]
 path = "$1"
 [http]
-listen = "127.0.0.1:18100"
-public_url = "http://127.0.0.1:18100"
+listen = "127.0.0.1:$http"
+public_url = "http://127.0.0.1:$http"
 files_root = "$WORK/files"
 [tftp]
-listen = "127.0.0.1:16900"
+listen = "127.0.0.1:$tftp"
 root = "$WORK/tftp"
 max_block_size = 1468
 max_window_size = 16
@@ -75,30 +88,51 @@ EOF
 config "$WORK/empty.db" > "$WORK/empty.toml"
 config "$WORK/10k.db" > "$WORK/10k.toml"
 "$BOOTVOL" --config "$WORK/10k.toml" apply "$WORK/inv10k.json" >/dev/null
+if [ -n "$BASE_BIN" ]; then
+  # Its own copy of the database (an older schema must not meet a newer one) and ports.
+  config "$WORK/base-empty.db" 18102 16903 > "$WORK/base-empty.toml"
+  config "$WORK/base-10k.db" 18102 16903 > "$WORK/base-10k.toml"
+  "$BASE_BIN" --config "$WORK/base-10k.toml" apply "$WORK/inv10k.json" >/dev/null
+fi
 
 wait_http() { for _ in $(seq 1 500); do curl -sf -o /dev/null "$1" && return 0; sleep 0.01; done; echo "no answer from $1" >&2; return 1; }
 rss_kib() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
 median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 
 # -- memory and start-up ----------------------------------------------------------------------
-RUST_LOG=warn "$BOOTVOL" --config "$WORK/empty.toml" serve 2>"$WORK/serve-empty.log" & P=$!; PIDS+=($P)
-wait_http http://127.0.0.1:18100/boot.ipxe; sleep 1
-RSS_IDLE=$(rss_kib $P); kill $P; wait $P 2>/dev/null || true
-
-STARTS=()
-for _ in $(seq 1 "$ROUNDS"); do
+idle_rss() { # $1 = binary, $2 = config, $3 = port
+  local P
+  RUST_LOG=warn "$1" --config "$2" serve 2>"$WORK/serve-empty.log" & P=$!
+  wait_http "http://127.0.0.1:$3/boot.ipxe"; sleep 1
+  rss_kib $P; kill $P; wait $P 2>/dev/null || true
+}
+start_round() { # $1 = binary, $2 = config, $3 = port; prints "ms rss_kib"
+  local t0 t1 P rss
   t0=$(date +%s%N)
-  RUST_LOG=warn "$BOOTVOL" --config "$WORK/10k.toml" serve 2>"$WORK/serve-10k.log" & P=$!
-  wait_http http://127.0.0.1:18100/boot/52-54-01-00-27-0f.ipxe
+  RUST_LOG=warn "$1" --config "$2" serve 2>"$WORK/serve-10k.log" & P=$!
+  wait_http "http://127.0.0.1:$3/boot/52-54-01-00-27-0f.ipxe"
   t1=$(date +%s%N)
-  STARTS+=($(( (t1 - t0) / 1000000 )))
-  RSS_10K=$(rss_kib $P); kill $P; wait $P 2>/dev/null || true
+  rss=$(rss_kib $P); kill $P; wait $P 2>/dev/null || true
+  echo "$(( (t1 - t0) / 1000000 )) $rss"
+}
+RSS_IDLE=$(idle_rss "$BOOTVOL" "$WORK/empty.toml" 18100)
+if [ -n "$BASE_BIN" ]; then BASE_RSS_IDLE=$(idle_rss "$BASE_BIN" "$WORK/base-empty.toml" 18102); fi
+STARTS=(); BASE_STARTS=()
+for _ in $(seq 1 "$ROUNDS"); do   # interleaved with the baseline, when there is one
+  read -r ms RSS_10K < <(start_round "$BOOTVOL" "$WORK/10k.toml" 18100); STARTS+=("$ms")
+  if [ -n "$BASE_BIN" ]; then
+    read -r ms BASE_RSS_10K < <(start_round "$BASE_BIN" "$WORK/base-10k.toml" 18102); BASE_STARTS+=("$ms")
+  fi
 done
 START_MS=$(printf '%s\n' "${STARTS[@]}" | median)
 
 # -- HTTP: per-MAC scripts, bootvol vs nginx --------------------------------------------------
 RUST_LOG=info "$BOOTVOL" --config "$WORK/10k.toml" serve 2>"$WORK/serve-http.log" & BV=$!; PIDS+=($BV)
 wait_http http://127.0.0.1:18100/boot.ipxe
+if [ -n "$BASE_BIN" ]; then
+  RUST_LOG=info "$BASE_BIN" --config "$WORK/base-10k.toml" serve 2>"$WORK/serve-base-http.log" & BB=$!; PIDS+=($BB)
+  wait_http http://127.0.0.1:18102/boot.ipxe
+fi
 mkdir -p "$WORK/ngx/root/boot" "$WORK/ngx/logs"
 while read -r m; do curl -s "http://127.0.0.1:18100/boot/$m.ipxe" > "$WORK/ngx/root/boot/$m.ipxe"; done < "$WORK/macs.txt"
 cat > "$WORK/ngx/nginx.conf" <<EOF
@@ -131,15 +165,16 @@ http_round() { # $1 = port; prints "rps p99_ms"
   awk '/Requests\/sec/ {r=$2} /^ +99%/ {p=$2} END {
     v=p+0; if (p ~ /us$/) v/=1000; else if (p ~ /ms$/) v=v; else if (p ~ /s$/) v*=1000; printf "%s %.2f\n", r, v}' "$WORK/wrk.txt"
 }
-BV_RPS=(); BV_P99=(); NG_RPS=(); NG_P99=()
+BV_RPS=(); BV_P99=(); NG_RPS=(); NG_P99=(); BASE_RPS=(); BASE_P99=()
 for _ in $(seq 1 "$ROUNDS"); do   # interleaved rounds, medians reported
   read -r r p < <(http_round 18100); BV_RPS+=("$r"); BV_P99+=("$p")
   read -r r p < <(http_round 18101); NG_RPS+=("$r"); NG_P99+=("$p")
+  if [ -n "$BASE_BIN" ]; then read -r r p < <(http_round 18102); BASE_RPS+=("$r"); BASE_P99+=("$p"); fi
 done
 BV_RPS_M=$(printf '%s\n' "${BV_RPS[@]}" | median); BV_P99_M=$(printf '%s\n' "${BV_P99[@]}" | median)
 NG_RPS_M=$(printf '%s\n' "${NG_RPS[@]}" | median); NG_P99_M=$(printf '%s\n' "${NG_P99[@]}" | median)
 HTTP_RATIO=$(echo "scale=2; $BV_RPS_M / $NG_RPS_M" | bc)
-kill $BV $NG; wait $BV $NG 2>/dev/null || true
+kill $BV $NG ${BB:-}; wait $BV $NG ${BB:-} 2>/dev/null || true
 
 # -- TFTP -------------------------------------------------------------------------------------
 source "$ROOT/bench/tftp.sh"
@@ -182,5 +217,18 @@ verdict() { if [ "$(echo "$1" | bc)" = 1 ]; then echo "met"; else echo "**not me
   echo
   echo "Start-up is measured from process start to the first 200 answer for a MAC of the last"
   echo "node; every script is rendered before the listener answers."
+  if [ -n "$BASE_BIN" ]; then
+    BASE_RPS_M=$(printf '%s\n' "${BASE_RPS[@]}" | median); BASE_P99_M=$(printf '%s\n' "${BASE_P99[@]}" | median)
+    echo
+    echo "## Against bootvol $BASE_REV (the baseline), in the same interleaved rounds"
+    echo
+    echo "| measure | bootvol $(git rev-parse --short HEAD 2>/dev/null) | bootvol $BASE_REV |"
+    echo "|---|---|---|"
+    echo "| per-MAC scripts, requests/s | $BV_RPS_M (rounds: ${BV_RPS[*]}) | $BASE_RPS_M (rounds: ${BASE_RPS[*]}) |"
+    echo "| per-MAC scripts, p99 | ${BV_P99_M} ms | ${BASE_P99_M} ms |"
+    echo "| resident memory, idle / 10,000 nodes | $((RSS_IDLE / 1024)) / $((RSS_10K / 1024)) MiB | $((BASE_RSS_IDLE / 1024)) / $((BASE_RSS_10K / 1024)) MiB |"
+    echo "| start to first per-MAC answer, 10,000 nodes | ${START_MS} ms (rounds: ${STARTS[*]}) | $(printf '%s\n' "${BASE_STARTS[@]}" | median) ms (rounds: ${BASE_STARTS[*]}) |"
+    tftp_baseline_report
+  fi
 } > "$OUT"
 echo "wrote $OUT"

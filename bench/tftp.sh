@@ -4,9 +4,14 @@ RUST_LOG=warn "$BOOTVOL" --config "$WORK/10k.toml" serve 2>"$WORK/serve-tftp.log
 in.tftpd -L -s "$WORK/tftp" --address 127.0.0.1:16901 -u nobody -B 65464 & HPA=$!; PIDS+=($HPA)
 "$ATFTPD" --daemon --no-fork --port 16902 --bind-address 127.0.0.1 --user nobody.nogroup \
   --logfile /dev/null --maxthread 1000 "$WORK/tftp" & ATF=$!; PIDS+=($ATF)
+TFTP_SERVERS=("bootvol:16900" "tftpd-hpa:16901" "atftpd:16902")
+if [ -n "${BASE_BIN:-}" ]; then
+  RUST_LOG=warn "$BASE_BIN" --config "$WORK/base-10k.toml" serve 2>"$WORK/serve-base-tftp.log" & BBT=$!; PIDS+=($BBT)
+  wait_http http://127.0.0.1:18102/boot.ipxe
+  TFTP_SERVERS+=("baseline:16903")
+fi
 wait_http http://127.0.0.1:18100/boot.ipxe; sleep 0.5
 
-TFTP_SERVERS=("bootvol:16900" "tftpd-hpa:16901" "atftpd:16902")
 # name | client command (PORT and OUTFILE substituted)
 TFTP_CASES=(
   "lock-step, blksize 1468|atftp --option 'blksize 1468' -g -r 1m.bin -l OUTFILE 127.0.0.1 PORT"
@@ -37,7 +42,27 @@ storm() { python3 "$ROOT/bench/tftp_storm.py" 127.0.0.1 "$1" 100k.bin 500 "$WORK
 read -r _ STORM_BV_FAIL STORM_BV_S STORM_BV_MIBS < <(storm 16900)
 read -r _ STORM_HPA_FAIL STORM_HPA_S STORM_HPA_MIBS < <(storm 16901)
 read -r _ STORM_ATF_FAIL STORM_ATF_S STORM_ATF_MIBS < <(storm 16902)
-kill $BV $HPA $ATF; wait $BV $HPA $ATF 2>/dev/null || true
+if [ -n "${BASE_BIN:-}" ]; then read -r _ STORM_BASE_FAIL STORM_BASE_S STORM_BASE_MIBS < <(storm 16903); fi
+kill $BV $HPA $ATF ${BBT:-}; wait $BV $HPA $ATF ${BBT:-} 2>/dev/null || true
+
+tftp_baseline_report() {
+  echo
+  echo "TFTP, 1 MiB file, median fetch (the same hyperfine calls as above), and the 500-client storm:"
+  echo
+  echo "| client | bootvol | baseline |"
+  echo "|---|---|---|"
+  python3 - "$WORK/tftp-rounds.txt" <<'PY'
+import sys, statistics, collections
+rows = collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    label, server, _round, ms = line.rstrip("\n").split("|")
+    rows[(label, server)].append(float(ms))
+for label in dict.fromkeys(k[0] for k in rows):
+    a, b = statistics.median(rows[(label, "bootvol")]), statistics.median(rows[(label, "baseline")])
+    print(f"| {label} | {a:.1f} ms | {b:.1f} ms |")
+PY
+  echo "| 500 clients, 100 KiB: failures, total time | $STORM_BV_FAIL, ${STORM_BV_S} s | $STORM_BASE_FAIL, ${STORM_BASE_S} s |"
+}
 
 tftp_report() {
   echo "## TFTP, 1 MiB file"
