@@ -35,7 +35,8 @@ BOOTVOL=$ROOT/target/release/bootvol
 BASE_BIN=""
 if [ -n "${BASELINE:-}" ]; then
   BASE_REV=$(git rev-parse --short "$BASELINE")
-  BASE_SRC=$ROOT/target/bench-baseline/$BASE_REV
+  # Outside the project folder: cargo would take it for a member of this workspace.
+  BASE_SRC=${TMPDIR:-/tmp}/bootvol-bench-baseline/$BASE_REV
   [ -d "$BASE_SRC" ] || git worktree add -q --detach "$BASE_SRC" "$BASE_REV"
   (cd "$BASE_SRC" && CARGO_TARGET_DIR=$ROOT/target/bench-baseline/target cargo build --release --locked >/dev/null 2>&1) \
     || (cd "$BASE_SRC" && CARGO_TARGET_DIR=$ROOT/target/bench-baseline/target cargo build --release --locked)

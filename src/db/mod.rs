@@ -55,7 +55,9 @@ impl Db {
         }
         let conn = Connection::open(path)?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
-        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        // FULL: a commit is on disk before it returns, so a write answered 2xx survives a power
+        // cut (NORMAL in WAL mode may lose the last commits; see ARCHITECTURE.md's Decisions).
+        conn.pragma_update(None, "synchronous", "FULL")?;
         Db::prepare(conn)
     }
 
@@ -111,6 +113,9 @@ mod tests {
         let journal: String =
             db.conn.pragma_query_value(None, "journal_mode", |r| r.get(0)).unwrap();
         assert_eq!(journal, "wal");
+        let synchronous: i64 =
+            db.conn.pragma_query_value(None, "synchronous", |r| r.get(0)).unwrap();
+        assert_eq!(synchronous, 2, "FULL: every commit is synced before it returns");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -623,3 +623,16 @@ fn log_end(file: &str, peer: SocketAddr, started: Instant, stats: &Stats, end: &
         End::Io(e) => end_line!(warn, outcome = "socket error", error = %e),
     }
 }
+
+/// Parses one datagram as the listening socket's task does, and re-encodes what it understood,
+/// for the fuzzer and its corpus replay (`fuzz/`). The parser is total: no input panics it.
+/// Returns whether the datagram is a packet; when it is, its encoding parses back to itself.
+#[doc(hidden)]
+pub fn check_datagram(bytes: &[u8]) -> bool {
+    let Ok(packet) = Packet::parse(bytes) else { return false };
+    let mut buf = Vec::new();
+    packet.encode(&mut buf);
+    let again = Packet::parse(&buf);
+    assert_eq!(again.as_ref(), Ok(&packet), "{bytes:?} re-encoded as {buf:?}");
+    true
+}

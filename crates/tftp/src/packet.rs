@@ -73,7 +73,6 @@ impl Mode {
         }
     }
 
-    #[cfg(test)]
     fn as_str(&self) -> &str {
         match self {
             Mode::Octet => "octet",
@@ -205,8 +204,8 @@ impl<'a> Packet<'a> {
     }
 
     /// Encodes the packet into `buf`, replacing its contents. The server sends only DATA, ERROR
-    /// and OACK (with the functions below); the whole set exists for the round-trip tests.
-    #[cfg(test)]
+    /// and OACK (with the functions below); the whole set exists for the round-trip checks (the
+    /// unit tests and `check_datagram`, the fuzzer's).
     pub(crate) fn encode(&self, buf: &mut Vec<u8>) {
         match self {
             Packet::Rrq(request) => encode_request(buf, OP_RRQ, request),
@@ -249,7 +248,6 @@ pub(crate) fn encode_oack(buf: &mut Vec<u8>, options: &Options) {
     options.encode(buf);
 }
 
-#[cfg(test)]
 fn encode_request(buf: &mut Vec<u8>, opcode: u16, request: &Request) {
     buf.clear();
     buf.extend_from_slice(&opcode.to_be_bytes());

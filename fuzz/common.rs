@@ -1,0 +1,51 @@
+//! What each fuzz target checks, shared by the targets (`fuzz_targets/`, under libFuzzer) and
+//! `tests/it/fuzz_corpora.rs` (the committed corpora replayed on stable). Each function must not
+//! panic whatever the bytes; where a parser accepts its input, it checks what must then hold.
+
+use std::str::FromStr;
+
+/// A TFTP datagram through the server's parser.
+pub(crate) fn tftp_packet(data: &[u8]) {
+    bootvol_tftp::check_datagram(data);
+}
+
+/// Every value parser, on the bytes as text. A value that parses prints back as text that
+/// parses to the same value.
+pub(crate) fn values(data: &[u8]) {
+    use bootvol::model::{IscsiName, Lun, MacAddr, Portal, Wwn};
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    fn round_trip<T: FromStr + std::fmt::Display + PartialEq + std::fmt::Debug>(text: &str) {
+        if let Ok(value) = text.parse::<T>() {
+            let again = value.to_string().parse::<T>().ok();
+            assert_eq!(again.as_ref(), Some(&value), "{text:?} printed as {value}");
+        }
+    }
+    round_trip::<MacAddr>(text);
+    round_trip::<IscsiName>(text);
+    round_trip::<Wwn>(text);
+    round_trip::<Portal>(text);
+    let _ = Lun::from_json(&serde_json::Value::String(text.to_owned()));
+    if let Ok(json) = serde_json::from_str::<serde_json::Value>(text) {
+        let _ = Lun::from_json(&json);
+    }
+}
+
+/// An inventory file, as JSON and as TOML, under a configuration that enables every storage
+/// interface.
+pub(crate) fn inventory(data: &[u8]) {
+    use bootvol::inventory::{Format, parse};
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    let config = config();
+    for format in [Format::Json, Format::Toml] {
+        let _ = parse(text, format, &config);
+    }
+}
+
+fn config() -> bootvol::config::Config {
+    bootvol::config::Config::from_toml(
+        "[DEFAULT]\nenabled_storage_interfaces = [\"noop\", \"external\", \"cinder\"]\n\
+         [cinder]\nurl = \"http://127.0.0.1:8776/v3\"\n",
+        "fuzz",
+    )
+    .expect("the fuzz configuration is valid")
+}

@@ -1,0 +1,7 @@
+//! Fuzz target `values`: see `fuzz/common.rs`.
+#![no_main]
+
+#[path = "../common.rs"]
+mod common;
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| common::values(data));
