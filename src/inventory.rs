@@ -8,13 +8,11 @@ use std::collections::HashSet;
 
 use serde_json::{Map, Value, json};
 
-use crate::boot::check_script_value;
-use crate::boot::context::{check_file_name, check_nfs_export};
 use crate::config::Config;
 use crate::model::{
     BootInterfaceName, ConnectorType, DeployInterfaceName, Driver, JsonMap, MacAddr, NodeRecord,
     ProvisionState, StorageInterfaceName, VolumeTarget, VolumeType, canonical_connector_id,
-    canonical_uuid, check_node_name,
+    canonical_uuid, check_file_name, check_nfs_export, check_node_name, check_script_value,
 };
 use crate::secrets;
 
@@ -184,7 +182,7 @@ fn node_spec(value: &Value, config: &Config) -> Result<NodeSpec, String> {
     if let Some(caps) = properties.get("capabilities") {
         match caps {
             Value::String(text) => {
-                text.parse::<crate::capabilities::NodeCapabilities>()
+                text.parse::<crate::model::capabilities::NodeCapabilities>()
                     .map_err(|e| format!("properties.capabilities: {e}"))?;
             }
             other => {

@@ -5,8 +5,8 @@
 //!
 //! # Layout
 //!
-//! - [`model`]: plain data with Ironic's field names, and the value parsers (MAC, IQN, WWN...).
-//! - [`capabilities`]: node capabilities and interface capability tags (`check_capability`).
+//! - [`model`]: plain data with Ironic's field names, the value parsers (MAC, IQN, WWN...) and
+//!   checks (iPXE script values, file names, NFS exports, URLs), and capabilities.
 //! - [`config`]: the TOML configuration, read once and passed down.
 //! - [`inventory`]: inventory files in and out; the edge where operator input is validated.
 //! - [`secrets`]: which fields are secrets, and masking them.
@@ -19,7 +19,6 @@ pub mod admin;
 pub mod api;
 pub mod app;
 pub mod boot;
-pub mod capabilities;
 pub mod cinder;
 pub mod cli;
 pub mod conductor;

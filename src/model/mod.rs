@@ -4,6 +4,8 @@
 //! Nothing here does I/O or knows SQL, HTTP or iPXE. Records are only built from values that
 //! passed their parsers (see `inventory` for the edge that parses files).
 
+pub mod capabilities;
+mod checks;
 mod values;
 
 use std::fmt;
@@ -12,6 +14,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+pub use checks::{check_file_name, check_http_url, check_nfs_export, check_script_value};
 pub use values::{
     Host, ISCSI_DEFAULT_PORT, IscsiName, Lun, MacAddr, Portal, ValueError, Wwn,
     parse_capability_bool, parse_host,
@@ -151,7 +154,7 @@ impl Node {
     }
 
     /// The node's `properties.capabilities`, parsed.
-    pub fn capabilities(&self) -> Result<crate::capabilities::NodeCapabilities, ValueError> {
+    pub fn capabilities(&self) -> Result<capabilities::NodeCapabilities, ValueError> {
         match self.properties.get("capabilities") {
             None | Some(Value::Null) => Ok(Default::default()),
             Some(Value::String(text)) => text.parse(),
