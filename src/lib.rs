@@ -11,6 +11,7 @@
 //! - [`inventory`]: inventory files in and out; the edge where operator input is validated.
 //! - [`secrets`]: which fields are secrets, and masking them.
 //! - [`db`]: the repository over SQLite; the only module that knows SQL.
+//! - [`nodes`]: the node service, the typed core both front ends write nodes through.
 //! - [`boot`]: scenario decision, boot context and iPXE rendering; pure.
 //! - [`api`]: the Ironic-compatible REST API (`bootvol serve`); the only module that knows its JSON.
 //! - [`cli`]: the `bootvol` commands, wiring the above together.
@@ -28,6 +29,7 @@ pub mod files;
 pub mod http;
 pub mod inventory;
 pub mod model;
+pub mod nodes;
 pub mod power;
 pub mod recent;
 pub mod secrets;

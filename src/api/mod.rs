@@ -8,10 +8,15 @@
 //! conductor in the background), validation and the boot device. Errors have Ironic's shape;
 //! every secret is masked; `http_basic` (bcrypt htpasswd) or `noauth`.
 //!
-//! Every write is checked by the `inventory` parsers (the same checks as an inventory file)
-//! before it reaches `db`, in one transaction.
+//! Every write is parsed by the `inventory` parsers (the same checks as an inventory file) and
+//! handed to the node service ([`crate::nodes`]), which owns the edit rules, secrets and events;
+//! its typed errors become Ironic's statuses here. This module knows nothing of the admin page
+//! (`app` merges the two routers).
 
+mod actions;
 mod resources;
+
+pub(crate) use actions::{start_power, start_provision};
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -25,6 +30,7 @@ use serde_json::{Value, json};
 
 use crate::conductor::Conductor;
 use crate::config::{ApiAuthStrategy, Config};
+use crate::nodes::{NodeError, NodeService};
 
 /// The lowest microversion served (and the one a request without a version header gets).
 pub const MIN_MINOR: u32 = 1;
@@ -50,6 +56,7 @@ pub struct ApiState {
 
 struct Inner {
     conductor: Conductor,
+    nodes: NodeService,
     config: Arc<Config>,
     auth: Auth,
     recent: Arc<crate::recent::RecentBoots>,
@@ -78,7 +85,8 @@ impl ApiState {
             }
         };
         let recent = Arc::default();
-        ApiState { inner: Arc::new(Inner { conductor, config, auth, recent }) }
+        let nodes = NodeService::new(conductor.clone());
+        ApiState { inner: Arc::new(Inner { conductor, nodes, config, auth, recent }) }
     }
 
     /// The recent boot requests the admin page shows (fed by the boot listeners). Call it right
@@ -88,6 +96,7 @@ impl ApiState {
         let inner = Arc::try_unwrap(self.inner).map_or_else(
             |shared| Inner {
                 conductor: shared.conductor.clone(),
+                nodes: shared.nodes.clone(),
                 config: Arc::clone(&shared.config),
                 auth: Auth::Broken,
                 recent: Arc::clone(&recent),
@@ -105,56 +114,14 @@ impl ApiState {
         &self.inner.recent
     }
 
-    /// Runs one `/v1/...` request through the API's own routes and checks (the `inventory`
-    /// parsers, `db::api`, the conductor), for a caller that has already authenticated its user
-    /// (the admin page). Answers the status and the JSON body; an error's body is its
-    /// `faultstring`, as a JSON string.
-    pub(crate) async fn internal_call(
-        &self,
-        method: Method,
-        path: &str,
-        body: Option<&Value>,
-    ) -> (StatusCode, Value) {
-        let segments: Vec<String> = path
-            .trim_start_matches("/v1/")
-            .trim_end_matches('/')
-            .split('/')
-            .map(str::to_owned)
-            .collect();
-        if segments.iter().any(|s| s.is_empty() || s == "." || s == "..") {
-            return (
-                StatusCode::NOT_FOUND,
-                Value::String(format!("The resource {path} could not be found.")),
-            );
-        }
-        let request = Request {
-            method,
-            segments,
-            query: Vec::new(),
-            minor: MAX_MINOR,
-            base: format!("http://{}", self.inner.config.api.listen),
-            body: body.map_or_else(Bytes::new, |b| Bytes::from(b.to_string())),
-        };
-        match resources::route(self, &request).await {
-            Ok(response) => {
-                let status = response.status();
-                let bytes = axum::body::to_bytes(response.into_body(), MAX_BODY * 8)
-                    .await
-                    .unwrap_or_default();
-                (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
-            }
-            Err(e) => (e.status, Value::String(e.message)),
-        }
+    /// The node service the API (and the admin page) writes through.
+    pub(crate) fn nodes(&self) -> &NodeService {
+        &self.inner.nodes
     }
 
     /// The configuration the API was started with.
     pub(crate) fn config(&self) -> &Config {
         &self.inner.config
-    }
-
-    /// The conductor the API (and the admin page) acts through.
-    pub(crate) fn conductor(&self) -> &Conductor {
-        &self.inner.conductor
     }
 
     /// Checks a user and password against `[api] http_basic_auth_user_file`, as the API does
@@ -271,8 +238,7 @@ impl Auth {
 /// The API's routes (every path goes through one dispatcher, so trailing slashes, node names
 /// and Ironic's error shapes are handled in one place).
 pub fn router(state: ApiState) -> Router {
-    let admin = crate::admin::router(state.clone());
-    Router::new().fallback(handle).with_state(state).merge(admin)
+    Router::new().fallback(handle).with_state(state)
 }
 
 /// An error with Ironic's shape.
@@ -332,20 +298,26 @@ impl ApiError {
     }
 }
 
-impl From<crate::db::DbError> for ApiError {
-    fn from(e: crate::db::DbError) -> Self {
-        tracing::error!(error = %e, "API database error");
-        ApiError::internal(e.to_string())
+impl From<NodeError> for ApiError {
+    fn from(e: NodeError) -> Self {
+        match e {
+            NodeError::NotFound(m) => ApiError::not_found(m),
+            NodeError::Invalid(m) => ApiError::bad_request(m),
+            NodeError::Conflict(m) | NodeError::Locked(m) => ApiError::conflict(m),
+            NodeError::Database(m) => ApiError::internal(format!("database: {m}")),
+        }
     }
 }
 
-impl From<crate::db::WriteError> for ApiError {
-    fn from(e: crate::db::WriteError) -> Self {
-        match e {
-            crate::db::WriteError::Conflict(m) => ApiError::conflict(m),
-            crate::db::WriteError::NotFound(m) => ApiError::bad_request(m),
-            crate::db::WriteError::Db(e) => e.into(),
-        }
+impl ApiError {
+    /// The HTTP status Ironic answers with.
+    pub(crate) fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// The message (Ironic's `faultstring`).
+    pub(crate) fn message(&self) -> &str {
+        &self.message
     }
 }
 
