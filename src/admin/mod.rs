@@ -3,7 +3,7 @@
 //!
 //! Server-rendered with minijinja (`templates/admin/*.html.j2`, HTML auto-escaping), usable
 //! without JavaScript. Log-in checks the same htpasswd file as the API (`[api]
-//! http_basic_auth_user_file`, through [`ApiState::verify_password`]); a successful log-in gets
+//! http_basic_auth_user_file`, through `ApiState::verify_password`); a successful log-in gets
 //! a fresh random session id in a signed cookie (HttpOnly, SameSite=Strict, Secure when the
 //! request came through TLS, i.e. `X-Forwarded-Proto: https` from the terminating proxy).
 //! Every form carries the session's CSRF token and every POST is refused without it (the

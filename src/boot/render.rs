@@ -2,7 +2,7 @@
 //!
 //! Templates are embedded in the binary and can be overridden, file by file, from a directory.
 //! Undefined variables are errors. In `.ipxe` templates every printed value goes through
-//! [`check_script_value`](crate::model::check_script_value): a value with whitespace, a control character, `$`, `#`, a quote or a
+//! [`check_script_value`]: a value with whitespace, a control character, `$`, `#`, a quote or a
 //! trailing backslash is refused, so no value can add a line, an argument or a `${...}`
 //! expansion. Pure apart from reading override files when a template is first loaded.
 

@@ -292,7 +292,7 @@ impl Db {
     }
 
     /// Creates (`existing` false) or updates a port, connector or target of node `node_uuid`,
-    /// refusing a value another row holds (see [`holder`]).
+    /// refusing a value another row holds (each kind's rule: `holder`).
     pub fn write_child(
         &self,
         uuid: &str,
