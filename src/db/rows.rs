@@ -28,8 +28,11 @@ const TARGET_SELECT: &str = "SELECT n.uuid, c.uuid, c.created_at, c.updated_at, 
 impl Db {
     /// Every port (or the ports of one node), by address.
     pub fn stamped_ports(&self, node_uuid: Option<&str>) -> Result<Vec<Stamped<Port>>, DbError> {
-        let sql = format!("{PORT_SELECT} WHERE ?1 IS NULL OR n.uuid = ?1 ORDER BY c.address");
-        self.decoded(&sql, params![node_uuid], port_from_row)
+        self.decoded(
+            &of_node(PORT_SELECT, node_uuid, "c.address"),
+            params![node_uuid],
+            port_from_row,
+        )
     }
 
     /// Every volume connector (or those of one node), by type and id.
@@ -37,9 +40,7 @@ impl Db {
         &self,
         node_uuid: Option<&str>,
     ) -> Result<Vec<Stamped<VolumeConnector>>, DbError> {
-        let sql = format!(
-            "{CONNECTOR_SELECT} WHERE ?1 IS NULL OR n.uuid = ?1 ORDER BY c.type, c.connector_id"
-        );
+        let sql = of_node(CONNECTOR_SELECT, node_uuid, "c.type, c.connector_id");
         self.decoded(&sql, params![node_uuid], connector_from_row)
     }
 
@@ -48,7 +49,7 @@ impl Db {
         &self,
         node_uuid: Option<&str>,
     ) -> Result<Vec<Stamped<VolumeTarget>>, DbError> {
-        let sql = format!("{TARGET_SELECT} WHERE ?1 IS NULL OR n.uuid = ?1 ORDER BY c.boot_index");
+        let sql = of_node(TARGET_SELECT, node_uuid, "c.boot_index");
         self.decoded(&sql, params![node_uuid], target_from_row)
     }
 
@@ -94,6 +95,16 @@ impl Db {
             .conn
             .query_row("SELECT id FROM nodes WHERE uuid = ?1", params![node_uuid], |r| r.get(0))
             .optional()?)
+    }
+}
+
+/// A child SELECT for every row, or for the rows of one node (by the node's unique UUID, so
+/// that SQLite looks the node up by index and its children by `node_id`), in `order`. The
+/// node's UUID is `?1` either way (unused for every row).
+fn of_node(select: &str, node_uuid: Option<&str>, order: &str) -> String {
+    match node_uuid {
+        Some(_) => format!("{select} WHERE n.uuid = ?1 ORDER BY {order}"),
+        None => format!("{select} WHERE ?1 IS NULL ORDER BY {order}"),
     }
 }
 
