@@ -7,6 +7,7 @@ use std::collections::HashSet;
 
 use rusqlite::{Transaction, params};
 
+use super::rows::node_id;
 use super::writes::{
     delete_child, holder, insert_child, insert_node, name_holder, update_child, update_node,
 };
@@ -154,9 +155,9 @@ fn upsert_node(
     spec.maintenance = Some(spec.maintenance.unwrap_or(node.maintenance));
     spec.provision_state = Some(spec.provision_state.unwrap_or(node.provision_state));
     let changed = spec.differs_from(node);
-    let id: i64 = tx
-        .query_row("SELECT id FROM nodes WHERE uuid = ?1", params![node.uuid], |r| r.get(0))
-        .map_err(sql_error)?;
+    let id = node_id(tx, &node.uuid)
+        .map_err(sql_error)?
+        .ok_or_else(|| format!("node {} vanished during the apply", node.uuid))?;
     if changed {
         update_node(tx, &node.uuid, &spec, spec.provision_state).map_err(sql_error)?;
     }

@@ -4,7 +4,7 @@
 
 use std::str::FromStr;
 
-use rusqlite::{OptionalExtension, Params, Row, params};
+use rusqlite::{Connection, OptionalExtension, Params, Row, params};
 
 use super::{Db, DbError};
 use crate::model::{
@@ -88,14 +88,12 @@ impl Db {
         }
         Ok(out)
     }
+}
 
-    /// The id of the node with this UUID.
-    pub(super) fn node_id(&self, node_uuid: &str) -> Result<Option<i64>, DbError> {
-        Ok(self
-            .conn
-            .query_row("SELECT id FROM nodes WHERE uuid = ?1", params![node_uuid], |r| r.get(0))
-            .optional()?)
-    }
+/// The id of the node with this UUID.
+pub(super) fn node_id(conn: &Connection, node_uuid: &str) -> rusqlite::Result<Option<i64>> {
+    conn.query_row("SELECT id FROM nodes WHERE uuid = ?1", params![node_uuid], |r| r.get(0))
+        .optional()
 }
 
 /// A child SELECT for every row, or for the rows of one node (by the node's unique UUID, so

@@ -8,6 +8,7 @@
 use rusqlite::types::Value as SqlValue;
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 
+use super::rows::node_id;
 use super::{Db, DbError};
 use crate::inventory::{ChildSpec, NodeSpec};
 use crate::model::{ChildKind, JsonMap, ProvisionState};
@@ -269,7 +270,7 @@ impl Db {
         if let Some(owner) = name_holder(&tx, &spec.name)? {
             return Err(name_taken(spec, &owner));
         }
-        if self.node_id(uuid)?.is_some() {
+        if node_id(&tx, uuid)?.is_some() {
             return Err(WriteError::Conflict(format!("A node with UUID {uuid} already exists.")));
         }
         insert_node(&tx, uuid, spec, provision_state)?;
@@ -302,9 +303,9 @@ impl Db {
     ) -> Result<(), WriteError> {
         let kind = spec.kind();
         let tx = self.conn.unchecked_transaction()?;
-        let node_id = self
-            .node_id(node_uuid)?
-            .ok_or_else(|| WriteError::NotFound(format!("node {node_uuid} could not be found")))?;
+        let Some(node_id) = node_id(&tx, node_uuid)? else {
+            return Err(WriteError::NotFound(format!("node {node_uuid} could not be found")));
+        };
         if holder(&tx, spec, node_id)?.is_some_and(|h| h.uuid != uuid) {
             return Err(WriteError::Conflict(conflict_message(spec, node_uuid)));
         }
