@@ -16,6 +16,9 @@ pub(super) const NODE_COLUMNS: &str = "id, uuid, name, driver, driver_info, prop
     extra, storage_interface, boot_interface, deploy_interface, power_state, target_power_state, provision_state, \
     target_provision_state, maintenance, maintenance_reason, last_error, created_at, updated_at";
 
+/// Child rows with their node and timestamps.
+type Rows<T> = Result<Vec<Stamped<T>>, DbError>;
+
 // Each child SELECT starts with the node's UUID and the row's UUID and timestamps (see
 // `stamped`), then the kind's own columns.
 const PORT_SELECT: &str = "SELECT n.uuid, c.uuid, c.created_at, c.updated_at, c.address, c.extra \
@@ -27,30 +30,34 @@ const TARGET_SELECT: &str = "SELECT n.uuid, c.uuid, c.created_at, c.updated_at, 
 
 impl Db {
     /// Every port (or the ports of one node), by address.
-    pub fn stamped_ports(&self, node_uuid: Option<&str>) -> Result<Vec<Stamped<Port>>, DbError> {
-        self.decoded(
-            &of_node(PORT_SELECT, node_uuid, "c.address"),
-            params![node_uuid],
-            port_from_row,
-        )
+    pub fn stamped_ports(&self, node_uuid: Option<&str>) -> Rows<Port> {
+        self.children(PORT_SELECT, "c.address", node_uuid, port_from_row)
     }
 
     /// Every volume connector (or those of one node), by type and id.
-    pub fn stamped_connectors(
-        &self,
-        node_uuid: Option<&str>,
-    ) -> Result<Vec<Stamped<VolumeConnector>>, DbError> {
-        let sql = of_node(CONNECTOR_SELECT, node_uuid, "c.type, c.connector_id");
-        self.decoded(&sql, params![node_uuid], connector_from_row)
+    pub fn stamped_connectors(&self, node_uuid: Option<&str>) -> Rows<VolumeConnector> {
+        self.children(CONNECTOR_SELECT, "c.type, c.connector_id", node_uuid, connector_from_row)
     }
 
     /// Every volume target (or those of one node), by boot index.
-    pub fn stamped_targets(
+    pub fn stamped_targets(&self, node_uuid: Option<&str>) -> Rows<VolumeTarget> {
+        self.children(TARGET_SELECT, "c.boot_index", node_uuid, target_from_row)
+    }
+
+    /// The rows of a child SELECT, every one or those of one node (by the node's unique UUID,
+    /// so that SQLite looks the node up by index and its children by `node_id`), in `order`.
+    fn children<T>(
         &self,
+        select: &str,
+        order: &str,
         node_uuid: Option<&str>,
-    ) -> Result<Vec<Stamped<VolumeTarget>>, DbError> {
-        let sql = of_node(TARGET_SELECT, node_uuid, "c.boot_index");
-        self.decoded(&sql, params![node_uuid], target_from_row)
+        decode: fn(&Row<'_>) -> Result<Stamped<T>, DbError>,
+    ) -> Rows<T> {
+        let sql = match node_uuid {
+            Some(_) => format!("{select} WHERE n.uuid = ?1 ORDER BY {order}"),
+            None => format!("{select} WHERE ?1 IS NULL ORDER BY {order}"),
+        };
+        self.decoded(&sql, params![node_uuid], decode)
     }
 
     /// One port, connector or target by UUID.
@@ -94,16 +101,6 @@ impl Db {
 pub(super) fn node_id(conn: &Connection, node_uuid: &str) -> rusqlite::Result<Option<i64>> {
     conn.query_row("SELECT id FROM nodes WHERE uuid = ?1", params![node_uuid], |r| r.get(0))
         .optional()
-}
-
-/// A child SELECT for every row, or for the rows of one node (by the node's unique UUID, so
-/// that SQLite looks the node up by index and its children by `node_id`), in `order`. The
-/// node's UUID is `?1` either way (unused for every row).
-fn of_node(select: &str, node_uuid: Option<&str>, order: &str) -> String {
-    match node_uuid {
-        Some(_) => format!("{select} WHERE n.uuid = ?1 ORDER BY {order}"),
-        None => format!("{select} WHERE ?1 IS NULL ORDER BY {order}"),
-    }
 }
 
 /// A child row's node, timestamps and `item` (the first four columns of each child SELECT).
