@@ -125,7 +125,9 @@ pub async fn serve(
     let api = tokio::spawn(
         axum::serve(
             listeners.api,
-            crate::api::router(api_state).into_make_service_with_connect_info::<SocketAddr>(),
+            crate::api::router(api_state.clone())
+                .merge(crate::admin::router(api_state))
+                .into_make_service_with_connect_info::<SocketAddr>(),
         )
         .with_graceful_shutdown(shutdown.clone().cancelled_owned())
         .into_future(),

@@ -432,9 +432,8 @@ impl Config {
                 ),
             ));
         }
-        crate::boot::context::check_http_url(&self.http.public_url)
-            .map_err(|m| ("http.public_url", m))?;
-        crate::boot::check_script_value(&self.http.public_url)
+        crate::model::check_http_url(&self.http.public_url).map_err(|m| ("http.public_url", m))?;
+        crate::model::check_script_value(&self.http.public_url)
             .map_err(|m| ("http.public_url", m))?;
         if self.http.public_url.ends_with('/') {
             return Err(("http.public_url", "leave out the trailing '/'".into()));
@@ -459,23 +458,23 @@ impl Config {
             return Err(("cinder.retries", format!("{} is more than 10", self.cinder.retries)));
         }
         if !self.cinder.url.is_empty() {
-            crate::boot::context::check_http_url(&self.cinder.url)
-                .map_err(|m| ("cinder.url", m))?;
+            crate::model::check_http_url(&self.cinder.url).map_err(|m| ("cinder.url", m))?;
         }
         self.validate_cinder_auth()?;
         for (key, name) in
             [("deploy.kernel", &self.deploy.kernel), ("deploy.ramdisk", &self.deploy.ramdisk)]
         {
-            crate::boot::context::check_file_name(name).map_err(|m| (key, m))?;
+            crate::model::check_file_name(name).map_err(|m| (key, m))?;
         }
         for arg in self.deploy.kernel_append_params.split_whitespace() {
-            crate::boot::check_script_value(arg).map_err(|m| ("deploy.kernel_append_params", m))?;
+            crate::model::check_script_value(arg)
+                .map_err(|m| ("deploy.kernel_append_params", m))?;
         }
         if self.conductor.power_timeout == 0 {
             return Err(("conductor.power_timeout", "must be at least 1 second".into()));
         }
         if !self.notifications.webhook_url.is_empty() {
-            crate::boot::context::check_http_url(&self.notifications.webhook_url)
+            crate::model::check_http_url(&self.notifications.webhook_url)
                 .map_err(|m| ("notifications.webhook_url", m))?;
             if self.notifications.webhook_secret.is_empty() {
                 return Err((
@@ -554,8 +553,7 @@ impl Config {
                         "auth_strategy keystone needs the identity endpoint".into(),
                     ));
                 }
-                crate::boot::context::check_http_url(&k.auth_url)
-                    .map_err(|m| ("keystone.auth_url", m))?;
+                crate::model::check_http_url(&k.auth_url).map_err(|m| ("keystone.auth_url", m))?;
                 let app_cred = !k.application_credential_id.is_empty();
                 if app_cred {
                     if k.application_credential_secret.is_empty() {

@@ -8,13 +8,12 @@ use std::collections::HashSet;
 
 use serde_json::{Map, Value, json};
 
-use crate::boot::check_script_value;
-use crate::boot::context::{check_file_name, check_nfs_export};
 use crate::config::Config;
 use crate::model::{
-    BootInterfaceName, ConnectorType, DeployInterfaceName, Driver, JsonMap, MacAddr, NodeRecord,
-    ProvisionState, StorageInterfaceName, VolumeTarget, VolumeType, canonical_connector_id,
-    canonical_uuid, check_node_name,
+    BootInterfaceName, Child, ChildKind, ConnectorType, DeployInterfaceName, Driver, JsonMap,
+    MacAddr, Node, NodeRecord, ProvisionState, StorageInterfaceName, VolumeTarget, VolumeType,
+    canonical_connector_id, canonical_uuid, check_file_name, check_nfs_export, check_node_name,
+    check_script_value,
 };
 use crate::secrets;
 
@@ -64,6 +63,114 @@ pub struct TargetSpec {
     /// attach writes it).
     pub properties: Option<JsonMap>,
     pub extra: JsonMap,
+}
+
+/// One child of a node as given (a port, a volume connector or a volume target), validated.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ChildSpec {
+    Port(PortSpec),
+    Connector(ConnectorSpec),
+    Target(TargetSpec),
+}
+
+impl ChildSpec {
+    /// One child of `kind` given as a JSON object, checked as [`parse`] checks it.
+    pub fn parse(kind: ChildKind, value: &Value) -> Result<ChildSpec, String> {
+        Ok(match kind {
+            ChildKind::Port => ChildSpec::Port(port_spec(value)?),
+            ChildKind::Connector => ChildSpec::Connector(connector_spec(value)?),
+            ChildKind::Target => ChildSpec::Target(target_spec(value)?),
+        })
+    }
+
+    pub fn kind(&self) -> ChildKind {
+        match self {
+            ChildSpec::Port(_) => ChildKind::Port,
+            ChildSpec::Connector(_) => ChildKind::Connector,
+            ChildSpec::Target(_) => ChildKind::Target,
+        }
+    }
+}
+
+impl ChildSpec {
+    /// Whether `stored` already is what this spec says (masked secrets restored first).
+    pub fn matches(&self, stored: &Child) -> bool {
+        match (self, stored) {
+            (ChildSpec::Port(p), Child::Port(s)) => p.address == s.address && p.extra == s.extra,
+            (ChildSpec::Connector(c), Child::Connector(s)) => {
+                c.connector_type == s.connector_type
+                    && c.connector_id == s.connector_id
+                    && c.extra == s.extra
+            }
+            (ChildSpec::Target(t), Child::Target(s)) => {
+                t.volume_type == s.volume_type
+                    && t.boot_index == s.boot_index
+                    && t.volume_id == s.volume_id
+                    && t.properties.as_ref().is_none_or(|p| p == &s.properties)
+                    && t.extra == s.extra
+            }
+            _ => false,
+        }
+    }
+
+    /// Puts the stored secrets back where a target's `properties` carry `******`.
+    pub fn restore_secrets(&mut self, stored: Option<&Child>) -> Result<(), String> {
+        match (self, stored) {
+            (ChildSpec::Target(t), Some(Child::Target(s))) => t.restore_secrets(Some(s)),
+            (ChildSpec::Target(t), _) => t.restore_secrets(None),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl NodeSpec {
+    /// Whether `node` differs from this spec in an operator field (the provision state and
+    /// maintenance only when the spec gives them).
+    pub fn differs_from(&self, node: &Node) -> bool {
+        node.name != self.name
+            || node.driver != self.driver
+            || node.driver_info != self.driver_info
+            || node.properties != self.properties
+            || node.instance_info != self.instance_info
+            || node.extra != self.extra
+            || node.storage_interface != self.storage_interface
+            || node.boot_interface != self.boot_interface
+            || node.deploy_interface != self.deploy_interface
+            || self.provision_state.is_some_and(|p| p != node.provision_state)
+            || self.maintenance.is_some_and(|m| m != node.maintenance)
+    }
+}
+
+/// The message for a masked secret (`******`) given where nothing is stored to keep.
+fn nothing_stored(field: &str, path: &str) -> String {
+    format!("{field}.{path}: masked (******) but no secret is stored; give the real value")
+}
+
+impl NodeSpec {
+    /// Puts the stored secrets back where this spec carries `******` (in `driver_info`,
+    /// `instance_info`, `properties` and `extra`): a masked value sent back keeps the secret.
+    pub fn restore_secrets(&mut self, stored: Option<&Node>) -> Result<(), String> {
+        for (field, map, old) in [
+            ("driver_info", &mut self.driver_info, stored.map(|n| &n.driver_info)),
+            ("instance_info", &mut self.instance_info, stored.map(|n| &n.instance_info)),
+            ("properties", &mut self.properties, stored.map(|n| &n.properties)),
+            ("extra", &mut self.extra, stored.map(|n| &n.extra)),
+        ] {
+            secrets::restore_masked(map, old).map_err(|path| nothing_stored(field, &path))?;
+        }
+        Ok(())
+    }
+}
+
+impl TargetSpec {
+    /// Puts the stored secrets back where `properties` carries `******`.
+    pub fn restore_secrets(&mut self, stored: Option<&VolumeTarget>) -> Result<(), String> {
+        if let Some(properties) = &mut self.properties {
+            secrets::restore_masked(properties, stored.map(|t| &t.properties))
+                .map_err(|path| nothing_stored("properties", &path))?;
+        }
+        Ok(())
+    }
 }
 
 /// Every problem found, one line per node and field.
@@ -150,21 +257,6 @@ pub fn parse_node(value: &Value, config: &Config) -> Result<NodeSpec, String> {
     node_spec(value, config)
 }
 
-/// One port as a JSON object (`address`, `uuid`, `extra`), checked as [`parse`] checks it.
-pub fn parse_port(value: &Value) -> Result<PortSpec, String> {
-    port_spec(value)
-}
-
-/// One volume connector as a JSON object, checked (and its id made canonical) as [`parse`] does.
-pub fn parse_connector(value: &Value) -> Result<ConnectorSpec, String> {
-    connector_spec(value)
-}
-
-/// One volume target as a JSON object, its `properties` checked as [`parse`] checks them.
-pub fn parse_target(value: &Value) -> Result<TargetSpec, String> {
-    target_spec(value)
-}
-
 fn node_spec(value: &Value, config: &Config) -> Result<NodeSpec, String> {
     let mut o = Object::new(value, "node")?;
     let name = o.string("name")?.ok_or("name: missing")?;
@@ -184,7 +276,7 @@ fn node_spec(value: &Value, config: &Config) -> Result<NodeSpec, String> {
     if let Some(caps) = properties.get("capabilities") {
         match caps {
             Value::String(text) => {
-                text.parse::<crate::capabilities::NodeCapabilities>()
+                text.parse::<crate::model::capabilities::NodeCapabilities>()
                     .map_err(|e| format!("properties.capabilities: {e}"))?;
             }
             other => {

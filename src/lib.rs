@@ -8,13 +8,14 @@
 //! Every module, from plain values out to the edges (ARCHITECTURE.md's code map says what each
 //! must not know):
 //!
-//! - Values: [`model`] (plain data with Ironic's field names, and the value parsers: MAC, IQN,
-//!   WWN...); [`capabilities`] (node capabilities and interface capability tags,
-//!   `check_capability`); [`secrets`] (which fields are secrets, and masking them); [`timefmt`]
+//! - Values: [`model`] (plain data with Ironic's field names, the value parsers: MAC, IQN,
+//!   WWN..., the value checks: iPXE script values, file names, NFS exports, URLs, and node
+//!   capabilities); [`secrets`] (which fields are secrets, and masking them); [`timefmt`]
 //!   (ISO 8601 timestamps to and from Unix seconds).
 //! - Input: [`config`] (the TOML configuration, read once and passed down); [`inventory`]
 //!   (inventory files in and out; the edge where operator input is validated).
-//! - Storage of record: [`db`] (the repository over SQLite; the only module that knows SQL).
+//! - Storage of record: [`db`] (the repository over SQLite; the only module that knows SQL);
+//!   [`nodes`] (the node service: the typed core both front ends write nodes through).
 //! - The boot path: [`boot`] (scenario decision, boot context and iPXE rendering, pure; the
 //!   snapshot of every node's script); [`files`] (confining client-supplied paths to a served
 //!   folder); [`recent`] (the ring of recent boot requests); [`http`] (the boot HTTP listener,
@@ -34,7 +35,6 @@ pub mod admin;
 pub mod api;
 pub mod app;
 pub mod boot;
-pub mod capabilities;
 pub mod cinder;
 pub mod cli;
 pub mod conductor;
@@ -44,6 +44,7 @@ pub mod files;
 pub mod http;
 pub mod inventory;
 pub mod model;
+pub mod nodes;
 pub mod power;
 pub mod recent;
 pub mod secrets;

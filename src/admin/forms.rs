@@ -1,34 +1,40 @@
 //! The admin forms: create, edit and delete nodes, ports, volume connectors and volume targets;
-//! power, provision (manage, provide, deploy, undeploy) and validate a node.
+//! maintenance; power, provision (manage, provide, deploy, undeploy) and validate a node.
 //!
-//! Each form goes through the REST API's own routes
-//! ([`ApiState::internal_call`](crate::api::ApiState)), so a form writes exactly what the API
-//! would accept: the `inventory` parsers, `db::api`, Ironic's edit rules and the conductor.
-//! Edits are JSON patches of the fields that changed; a masked secret (`******`) sent back
-//! unchanged keeps the stored one (the API restores it). A form that worked redirects
-//! (303, redirect-after-POST) with its message kept in the session for the next page; one that
-//! was refused renders the page again with the API's message and a 4xx status.
+//! Each form turns its fields into the `inventory` parsers' specs and calls the node service
+//! ([`crate::nodes::NodeService`]), the same functions the REST API calls: a form writes exactly
+//! what the API would accept (Ironic's edit rules, uniqueness, masked secrets sent back
+//! unchanged keep the stored ones). Power and provision actions start through the API's action
+//! entry points (`api::start_power`, `api::start_provision`); validation asks the conductor. A
+//! form that worked redirects (303, redirect-after-POST) with its message kept in the session
+//! for the next page; one that was refused renders the page again with the message and a 4xx
+//! status.
 
 use std::collections::HashMap;
 
 use axum::extract::{Form, Path, State};
-use axum::http::{HeaderMap, Method, StatusCode};
+use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Redirect, Response};
 use serde_json::{Map, Value, json};
 
 use super::node::render_node;
 use super::session::Session;
 use super::{AdminState, checked_post};
+use crate::inventory::{self, ChildSpec};
+use crate::model::{Child, ChildKind, NodeRecord, ProvisionState, Stamped, new_uuid};
+use crate::nodes::{NodeError, NodeService};
 
 fn field<'a>(form: &'a HashMap<String, String>, name: &str) -> &'a str {
     form.get(name).map_or("", |v| v.trim())
 }
 
-/// The message of an API answer that is not a success.
-fn fault(body: &Value) -> String {
-    match body {
-        Value::String(message) => message.clone(),
-        other => other.to_string(),
+/// The status a refusal of the node service is shown with (as the API answers it).
+fn status_of(e: &NodeError) -> StatusCode {
+    match e {
+        NodeError::NotFound(_) => StatusCode::NOT_FOUND,
+        NodeError::Invalid(_) => StatusCode::BAD_REQUEST,
+        NodeError::Conflict(_) | NodeError::Locked(_) => StatusCode::CONFLICT,
+        NodeError::Database(_) => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
 
@@ -49,30 +55,20 @@ impl Outcome {
         Outcome::Done { to: format!("/admin/nodes/{node}"), message: message.into() }
     }
 
-    /// An API answer as the outcome of a form on `node`'s page: `done` when it worked, else
-    /// the API's message (after `what: ` when given).
-    fn of_answer(
-        node: &str,
-        (status, body): (StatusCode, Value),
-        done: impl Into<String>,
-        what: Option<&str>,
-    ) -> Outcome {
-        if status.is_success() {
-            return Outcome::on_node(node, done);
-        }
+    /// The node service's refusal, on `node`'s page (after `what: ` when given).
+    fn failed(node: &str, e: &NodeError, what: Option<&str>) -> Outcome {
         let message = match what {
-            Some(what) => format!("{what}: {}", fault(&body)),
-            None => fault(&body),
+            Some(what) => format!("{what}: {e}"),
+            None => e.to_string(),
         };
-        Outcome::refused(node, status, message)
+        Outcome::refused(node, status_of(e), message)
     }
 
-    /// Refuses a node name or UUID that cannot name one resource.
-    fn check_node(node: &str) -> Result<(), Outcome> {
-        if plain_segment(node) {
-            Ok(())
-        } else {
-            Err(Outcome::refused(node, StatusCode::NOT_FOUND, "No such node."))
+    /// A write of the node service on `node`'s page: `done` when it worked, else why not.
+    fn of<T>(node: &str, result: Result<T, NodeError>, done: String, what: &str) -> Outcome {
+        match result {
+            Ok(_) => Outcome::on_node(node, done),
+            Err(e) => Outcome::failed(node, &e, Some(what)),
         }
     }
 }
@@ -113,116 +109,80 @@ where
     }
 }
 
-/// A path segment that names one resource (a node or a child): no separators, no dots only.
-fn plain_segment(text: &str) -> bool {
-    !text.is_empty() && !text.contains('/') && text != "." && text != ".."
-}
-
-pub(super) async fn power(
-    state: State<AdminState>,
-    node: Path<String>,
-    headers: HeaderMap,
-    form: Form<HashMap<String, String>>,
-) -> Response {
-    set_state(state, node, headers, form, "power").await
-}
-
-pub(super) async fn provision(
-    state: State<AdminState>,
-    node: Path<String>,
-    headers: HeaderMap,
-    form: Form<HashMap<String, String>>,
-) -> Response {
-    set_state(state, node, headers, form, "provision").await
-}
-
-/// `PUT /v1/nodes/{node}/states/{which}` with the form's `target` (an action that goes on in
-/// the background).
-async fn set_state(
+/// `POST /admin/nodes/{node}/{name}`: the forms of a node's page, by name; the name of a child
+/// collection (`ports`, `connectors`, `targets`) adds one.
+pub(super) async fn node_form(
     State(state): State<AdminState>,
-    Path(node): Path<String>,
+    Path((node, name)): Path<(String, String)>,
     headers: HeaderMap,
     Form(form): Form<HashMap<String, String>>,
-    which: &'static str,
 ) -> Response {
-    let target = field(&form, "target").to_owned();
     with_session(&state, &headers, &form, |_| async {
-        if let Err(refused) = Outcome::check_node(&node) {
-            return refused;
+        match name.as_str() {
+            which @ ("power" | "provision") => set_state(&state, &node, &form, which).await,
+            "validate" => validate(&state, &node).await,
+            "maintenance" => maintenance(&state, &node, &form).await,
+            "edit" => edit_node(&state, &node, &form).await,
+            "delete" => delete_node(&state, &node).await,
+            segment => add_child(&state, &node, segment, &form).await,
         }
-        let answer = state
-            .api
-            .internal_call(
-                Method::PUT,
-                &format!("/v1/nodes/{node}/states/{which}"),
-                Some(&json!({ "target": target })),
-            )
-            .await;
-        Outcome::of_answer(
-            &node,
-            answer,
-            format!("{} action \"{target}\" started.", capitalized(which)),
-            None,
-        )
     })
     .await
+}
+
+/// Starts the power or provision action the form's `target` names (it goes on in the
+/// background), through the same entry points as the API's `PUT .../states/{which}`.
+async fn set_state(
+    state: &AdminState,
+    node: &str,
+    form: &HashMap<String, String>,
+    which: &str,
+) -> Outcome {
+    let target = field(form, "target");
+    let started = if which == "power" {
+        crate::api::start_power(&state.api, node, target).await
+    } else {
+        crate::api::start_provision(&state.api, node, target).await
+    };
+    match started {
+        Ok(uuid) => {
+            Outcome::on_node(&uuid, format!("{} action \"{target}\" started.", capitalized(which)))
+        }
+        Err(e) => Outcome::refused(node, e.status(), e.message()),
+    }
 }
 
 /// Sets maintenance (with a reason) or ends it.
-pub(super) async fn maintenance(
-    State(state): State<AdminState>,
-    Path(node): Path<String>,
-    headers: HeaderMap,
-    Form(form): Form<HashMap<String, String>>,
-) -> Response {
-    let on = field(&form, "maintenance") == "on";
-    let reason = field(&form, "reason").to_owned();
-    with_session(&state, &headers, &form, |_| async {
-        if let Err(refused) = Outcome::check_node(&node) {
-            return refused;
-        }
-        let path = format!("/v1/nodes/{node}/maintenance");
-        let answer = if on {
-            let reason = if reason.is_empty() { Value::Null } else { json!(reason) };
-            state.api.internal_call(Method::PUT, &path, Some(&json!({ "reason": reason }))).await
-        } else {
-            state.api.internal_call(Method::DELETE, &path, None).await
-        };
-        let done = if on { "Maintenance set." } else { "Maintenance ended." };
-        Outcome::of_answer(&node, answer, done, None)
-    })
-    .await
+async fn maintenance(state: &AdminState, node: &str, form: &HashMap<String, String>) -> Outcome {
+    let on = field(form, "maintenance") == "on";
+    let reason = Some(field(form, "reason").to_owned()).filter(|r| on && !r.is_empty());
+    match state.nodes().set_maintenance(node, on, reason).await {
+        Ok(record) => Outcome::on_node(
+            &record.node.uuid,
+            if on { "Maintenance set." } else { "Maintenance ended." },
+        ),
+        Err(e) => Outcome::failed(node, &e, None),
+    }
 }
 
-pub(super) async fn validate(
-    State(state): State<AdminState>,
-    Path(node): Path<String>,
-    headers: HeaderMap,
-    Form(form): Form<HashMap<String, String>>,
-) -> Response {
-    with_session(&state, &headers, &form, |_| async {
-        if let Err(refused) = Outcome::check_node(&node) {
-            return refused;
-        }
-        let (status, body) =
-            state.api.internal_call(Method::GET, &format!("/v1/nodes/{node}/validate"), None).await;
-        if !status.is_success() {
-            return Outcome::refused(&node, status, fault(&body));
-        }
-        let mut lines = Vec::new();
-        for interface in ["boot", "deploy", "power", "storage"] {
-            let check = &body[interface];
-            match check["result"].as_bool() {
-                Some(true) => lines.push(format!("{interface}: ok")),
-                _ => lines.push(format!(
-                    "{interface}: {}",
-                    check["reason"].as_str().unwrap_or("not valid")
-                )),
-            }
-        }
-        Outcome::on_node(&node, format!("Validation: {}", lines.join("; ")))
-    })
-    .await
+/// Validates the node's interfaces (the conductor's checks) and says what each found.
+async fn validate(state: &AdminState, node: &str) -> Outcome {
+    let record = match state.nodes().node(node).await {
+        Ok(record) => record,
+        Err(e) => return Outcome::failed(node, &e, None),
+    };
+    let report = state.nodes().conductor().validate(&record).await;
+    let lines: Vec<String> = ["boot", "deploy", "power", "storage"]
+        .iter()
+        .map(|interface| match report.0.iter().find(|c| c.interface == *interface) {
+            Some(check) if check.result => format!("{interface}: ok"),
+            check => format!(
+                "{interface}: {}",
+                check.and_then(|c| c.reason.as_deref()).unwrap_or("not valid")
+            ),
+        })
+        .collect();
+    Outcome::on_node(&record.node.uuid, format!("Validation: {}", lines.join("; ")))
 }
 
 /// A JSON object typed into a text area (empty means `{}`).
@@ -238,35 +198,21 @@ fn json_object(form: &HashMap<String, String>, name: &str) -> Result<Map<String,
     }
 }
 
-/// A LUN or boot index typed as text: a number when it is one, else the text (the API names
-/// what is wrong with it).
+/// A LUN or boot index typed as text: a number when it is one, else the text (the parser
+/// names what is wrong with it).
 fn number_or_text(text: &str) -> Value {
     text.parse::<u64>().map_or_else(|_| json!(text), |n| json!(n))
 }
 
-/// The JSON patch that takes `current` to `desired`: `add` for each field whose value changed,
-/// `remove` for each field of `removable` that is absent from `desired` but set in `current`.
-fn patch_between(current: &Value, desired: &Map<String, Value>, removable: &[&str]) -> Vec<Value> {
-    let mut ops = Vec::new();
-    for (key, value) in desired {
-        if current.get(key) != Some(value) {
-            ops.push(json!({"op": "add", "path": format!("/{key}"), "value": value}));
-        }
-    }
-    for key in removable {
-        if !desired.contains_key(*key) && current.get(*key).is_some_and(|v| !v.is_null()) {
-            ops.push(json!({"op": "remove", "path": format!("/{key}")}));
-        }
-    }
-    ops
-}
-
-/// The node fields of the create and edit forms.
+/// The node the create and edit forms describe, as a node document for `inventory`: the
+/// form's fields, and for an edit what the form does not show kept from `current`.
 fn node_document(
     form: &HashMap<String, String>,
-    current: Option<&Value>,
+    uuid: &str,
+    current: Option<&NodeRecord>,
 ) -> Result<Map<String, Value>, String> {
     let mut node = Map::new();
+    node.insert("uuid".into(), json!(uuid));
     node.insert("name".into(), json!(field(form, "name")));
     let driver = field(form, "driver");
     node.insert("driver".into(), json!(if driver.is_empty() { "fake" } else { driver }));
@@ -274,21 +220,65 @@ fn node_document(
         node.insert("storage_interface".into(), json!(field(form, "storage_interface")));
     }
     // The form edits one key of `properties`; the others are kept as they are.
-    let mut properties =
-        current.and_then(|c| c["properties"].as_object().cloned()).unwrap_or_default();
+    let current = current.map(|r| &r.node);
+    let mut properties = current.map(|n| n.properties.clone()).unwrap_or_default();
     properties.remove("capabilities");
     if !field(form, "capabilities").is_empty() {
         properties.insert("capabilities".into(), json!(field(form, "capabilities")));
     }
-    if current.is_some() || !properties.is_empty() {
-        node.insert("properties".into(), Value::Object(properties));
+    node.insert("properties".into(), Value::Object(properties));
+    for (key, kept) in [
+        ("driver_info", current.map(|n| &n.driver_info)),
+        ("instance_info", current.map(|n| &n.instance_info)),
+    ] {
+        let map = match (form.contains_key(key), kept) {
+            (true, _) => json_object(form, key)?,
+            (false, Some(kept)) => kept.clone(),
+            (false, None) => Map::new(),
+        };
+        node.insert(key.into(), Value::Object(map));
     }
-    for key in ["driver_info", "instance_info"] {
-        if form.contains_key(key) {
-            node.insert(key.into(), Value::Object(json_object(form, key)?));
-        }
+    if let Some(n) = current {
+        node.insert("extra".into(), Value::Object(n.extra.clone()));
+        node.insert("boot_interface".into(), json!(n.boot_interface));
+        node.insert("deploy_interface".into(), json!(n.deploy_interface));
     }
     Ok(node)
+}
+
+/// The children of the create form: one port, an iqn connector and an iSCSI boot target, each
+/// when its field is filled in.
+fn initial_children(form: &HashMap<String, String>) -> Vec<(ChildKind, Value)> {
+    let mut children = Vec::new();
+    if !field(form, "mac").is_empty() {
+        children.push((ChildKind::Port, json!({"address": field(form, "mac")})));
+    }
+    if !field(form, "connector_iqn").is_empty() {
+        children.push((
+            ChildKind::Connector,
+            json!({"type": "iqn", "connector_id": field(form, "connector_iqn")}),
+        ));
+    }
+    if !field(form, "volume_id").is_empty() {
+        let mut properties = Map::new();
+        for key in ["target_iqn", "target_portal", "auth_username", "auth_password"] {
+            if !field(form, key).is_empty() {
+                properties.insert(key.into(), json!(field(form, key)));
+            }
+        }
+        if !field(form, "target_lun").is_empty() {
+            properties.insert("target_lun".into(), number_or_text(field(form, "target_lun")));
+        }
+        if properties.contains_key("auth_username") {
+            properties.insert("auth_method".into(), json!("CHAP"));
+        }
+        children.push((
+            ChildKind::Target,
+            json!({"volume_type": "iscsi", "boot_index": 0,
+                   "volume_id": field(form, "volume_id"), "properties": properties}),
+        ));
+    }
+    children
 }
 
 /// Creates a node with, optionally, one port, an iqn connector and an iSCSI boot target; all
@@ -299,66 +289,30 @@ pub(super) async fn create_node(
     Form(form): Form<HashMap<String, String>>,
 ) -> Response {
     with_session(&state, &headers, &form, |_| async {
-        let refused = |message: String| Outcome::Refused {
-            node: None,
-            status: StatusCode::BAD_REQUEST,
-            message,
+        let refused =
+            |status: StatusCode, message: String| Outcome::Refused { node: None, status, message };
+        let uuid = new_uuid();
+        let spec = node_document(&form, &uuid, None)
+            .and_then(|doc| inventory::parse_node(&Value::Object(doc), state.api.config()));
+        let spec = match spec {
+            Ok(spec) => spec,
+            Err(e) => return refused(StatusCode::BAD_REQUEST, format!("node: {e}")),
         };
-        let node = match node_document(&form, None) {
-            Ok(node) => node,
-            Err(e) => return refused(format!("node: {e}")),
-        };
-        let (status, created) =
-            state.api.internal_call(Method::POST, "/v1/nodes", Some(&Value::Object(node))).await;
-        if !status.is_success() {
-            return refused(format!("node: {}", fault(&created)));
+        let nodes = state.nodes();
+        if let Err(e) = nodes.create_node(uuid.clone(), spec, ProvisionState::Enroll).await {
+            return refused(status_of(&e), format!("node: {e}"));
         }
-        let Some(uuid) = created["uuid"].as_str().map(str::to_owned) else {
-            return refused("node: no uuid in the answer".into());
-        };
-        let mut children = Vec::new();
-        if !field(&form, "mac").is_empty() {
-            children.push((Child::Port, json!({"address": field(&form, "mac")})));
-        }
-        if !field(&form, "connector_iqn").is_empty() {
-            children.push((
-                Child::Connector,
-                json!({"type": "iqn", "connector_id": field(&form, "connector_iqn")}),
-            ));
-        }
-        if !field(&form, "volume_id").is_empty() {
-            let mut properties = Map::new();
-            for key in ["target_iqn", "target_portal", "auth_username", "auth_password"] {
-                if !field(&form, key).is_empty() {
-                    properties.insert(key.into(), json!(field(&form, key)));
+        for (kind, doc) in initial_children(&form) {
+            let created = match ChildSpec::parse(kind, &doc) {
+                Ok(spec) => nodes.create_child(&uuid, new_uuid(), spec).await,
+                Err(e) => Err(NodeError::Invalid(e)),
+            };
+            if let Err(e) = created {
+                if let Err(undo) = nodes.delete_node(&uuid).await {
+                    tracing::error!(node = uuid, error = %undo, "admin: undoing a node creation");
                 }
-            }
-            if !field(&form, "target_lun").is_empty() {
-                properties.insert("target_lun".into(), number_or_text(field(&form, "target_lun")));
-            }
-            if properties.contains_key("auth_username") {
-                properties.insert("auth_method".into(), json!("CHAP"));
-            }
-            children.push((
-                Child::Target,
-                json!({"volume_type": "iscsi", "boot_index": 0,
-                       "volume_id": field(&form, "volume_id"), "properties": properties}),
-            ));
-        }
-        for (child, mut body) in children {
-            body["node_uuid"] = json!(uuid);
-            let (status, answer) =
-                state.api.internal_call(Method::POST, child.api(), Some(&body)).await;
-            if !status.is_success() {
-                let _ = state
-                    .api
-                    .internal_call(Method::DELETE, &format!("/v1/nodes/{uuid}"), None)
-                    .await;
-                return refused(format!(
-                    "{}: {} (the node was not created)",
-                    child.label(),
-                    fault(&answer)
-                ));
+                let message = format!("{}: {e} (the node was not created)", kind.label());
+                return refused(status_of(&e), message);
             }
         }
         Outcome::on_node(&uuid, "Node created.")
@@ -366,159 +320,73 @@ pub(super) async fn create_node(
     .await
 }
 
-/// The node as the API shows it (secrets masked), or why not.
-async fn current_node(state: &AdminState, node: &str) -> Result<Value, Outcome> {
-    Outcome::check_node(node)?;
-    let (status, body) =
-        state.api.internal_call(Method::GET, &format!("/v1/nodes/{node}"), None).await;
-    if status.is_success() { Ok(body) } else { Err(Outcome::refused(node, status, fault(&body))) }
-}
-
 /// Edits a node's name, driver, storage interface, capabilities, driver_info and
 /// instance_info.
-pub(super) async fn edit_node(
-    State(state): State<AdminState>,
-    Path(node): Path<String>,
-    headers: HeaderMap,
-    Form(form): Form<HashMap<String, String>>,
-) -> Response {
-    with_session(&state, &headers, &form, |_| async {
-        let current = match current_node(&state, &node).await {
-            Ok(current) => current,
-            Err(refused) => return refused,
-        };
-        let uuid = current["uuid"].as_str().unwrap_or(&node).to_owned();
-        let desired = match node_document(&form, Some(&current)) {
-            Ok(desired) => desired,
-            Err(e) => return Outcome::refused(&uuid, StatusCode::BAD_REQUEST, e),
-        };
-        let patch = patch_between(&current, &desired, &["storage_interface"]);
-        if patch.is_empty() {
-            return Outcome::on_node(&uuid, "Nothing changed.");
-        }
-        let answer = state
-            .api
-            .internal_call(Method::PATCH, &format!("/v1/nodes/{uuid}"), Some(&Value::Array(patch)))
-            .await;
-        Outcome::of_answer(&uuid, answer, "Node saved.", None)
-    })
-    .await
-}
-
-/// Deletes a node (the API refuses while it is deployed or has volumes attached).
-pub(super) async fn delete_node(
-    State(state): State<AdminState>,
-    Path(node): Path<String>,
-    headers: HeaderMap,
-    Form(form): Form<HashMap<String, String>>,
-) -> Response {
-    with_session(&state, &headers, &form, |_| async {
-        let current = match current_node(&state, &node).await {
-            Ok(current) => current,
-            Err(refused) => return refused,
-        };
-        let uuid = current["uuid"].as_str().unwrap_or(&node).to_owned();
-        let name = current["name"].as_str().filter(|n| !n.is_empty()).unwrap_or(&uuid).to_owned();
-        let (status, body) =
-            state.api.internal_call(Method::DELETE, &format!("/v1/nodes/{uuid}"), None).await;
-        if status.is_success() {
-            Outcome::Done { to: "/admin/".into(), message: format!("Node {name} deleted.") }
-        } else {
-            Outcome::refused(&uuid, status, fault(&body))
-        }
-    })
-    .await
-}
-
-/// The resources that belong to a node, by their segment in the admin URLs.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Child {
-    Port,
-    Connector,
-    Target,
-}
-
-impl Child {
-    fn from_segment(segment: &str) -> Option<Child> {
-        match segment {
-            "ports" => Some(Child::Port),
-            "connectors" => Some(Child::Connector),
-            "targets" => Some(Child::Target),
-            _ => None,
-        }
+async fn edit_node(state: &AdminState, node: &str, form: &HashMap<String, String>) -> Outcome {
+    let current = match state.nodes().node(node).await {
+        Ok(current) => current,
+        Err(e) => return Outcome::failed(node, &e, None),
+    };
+    let uuid = current.node.uuid.clone();
+    let spec = node_document(form, &uuid, Some(&current))
+        .and_then(|doc| inventory::parse_node(&Value::Object(doc), state.api.config()));
+    let spec = match spec {
+        Ok(spec) => spec,
+        Err(e) => return Outcome::refused(&uuid, StatusCode::BAD_REQUEST, e),
+    };
+    if NodeService::node_unchanged(&current, &spec) {
+        return Outcome::on_node(&uuid, "Nothing changed.");
     }
-
-    fn api(self) -> &'static str {
-        match self {
-            Child::Port => "/v1/ports",
-            Child::Connector => "/v1/volume/connectors",
-            Child::Target => "/v1/volume/targets",
-        }
-    }
-
-    fn label(self) -> &'static str {
-        match self {
-            Child::Port => "port",
-            Child::Connector => "volume connector",
-            Child::Target => "volume target",
-        }
-    }
-
-    /// The fields of this child's form, as the API's JSON.
-    fn document(self, form: &HashMap<String, String>) -> Result<Map<String, Value>, String> {
-        let mut doc = Map::new();
-        match self {
-            Child::Port => {
-                doc.insert("address".into(), json!(field(form, "address")));
-            }
-            Child::Connector => {
-                doc.insert("type".into(), json!(field(form, "type")));
-                doc.insert("connector_id".into(), json!(field(form, "connector_id")));
-            }
-            Child::Target => {
-                doc.insert("volume_type".into(), json!(field(form, "volume_type")));
-                doc.insert("boot_index".into(), number_or_text(field(form, "boot_index")));
-                doc.insert("volume_id".into(), json!(field(form, "volume_id")));
-                doc.insert("properties".into(), Value::Object(json_object(form, "properties")?));
-            }
-        }
-        Ok(doc)
+    match state.nodes().update_node(&uuid, spec).await {
+        Ok(_) => Outcome::on_node(&uuid, "Node saved."),
+        Err(e) => Outcome::failed(&uuid, &e, None),
     }
 }
 
-/// Adds a port, connector or target to a node.
-pub(super) async fn create_child(
-    State(state): State<AdminState>,
-    Path((node, segment)): Path<(String, String)>,
-    headers: HeaderMap,
-    Form(form): Form<HashMap<String, String>>,
-) -> Response {
-    with_session(&state, &headers, &form, |_| async {
-        let (child, uuid) = match child_of(&state, &node, &segment).await {
-            Ok(found) => found,
-            Err(refused) => return refused,
-        };
-        let mut doc = match child.document(&form) {
-            Ok(doc) => doc,
-            Err(e) => {
-                return Outcome::refused(
-                    &uuid,
-                    StatusCode::BAD_REQUEST,
-                    format!("{}: {e}", child.label()),
-                );
-            }
-        };
-        doc.insert("node_uuid".into(), json!(uuid));
-        let answer =
-            state.api.internal_call(Method::POST, child.api(), Some(&Value::Object(doc))).await;
-        Outcome::of_answer(
-            &uuid,
-            answer,
-            format!("{} added.", capitalized(child.label())),
-            Some(child.label()),
-        )
-    })
-    .await
+/// Deletes a node (refused while it is deployed or has volumes attached).
+async fn delete_node(state: &AdminState, node: &str) -> Outcome {
+    match state.nodes().delete_node(node).await {
+        Ok(record) => Outcome::Done {
+            to: "/admin/".into(),
+            message: format!("Node {} deleted.", record.node.name),
+        },
+        Err(e) => Outcome::failed(node, &e, None),
+    }
+}
+
+/// The fields of a child's form, as a document for `inventory`.
+fn child_document(
+    kind: ChildKind,
+    form: &HashMap<String, String>,
+) -> Result<Map<String, Value>, String> {
+    let mut doc = Map::new();
+    match kind {
+        ChildKind::Port => {
+            doc.insert("address".into(), json!(field(form, "address")));
+        }
+        ChildKind::Connector => {
+            doc.insert("type".into(), json!(field(form, "type")));
+            doc.insert("connector_id".into(), json!(field(form, "connector_id")));
+        }
+        ChildKind::Target => {
+            doc.insert("volume_type".into(), json!(field(form, "volume_type")));
+            doc.insert("boot_index".into(), number_or_text(field(form, "boot_index")));
+            doc.insert("volume_id".into(), json!(field(form, "volume_id")));
+            doc.insert("properties".into(), Value::Object(json_object(form, "properties")?));
+        }
+    }
+    Ok(doc)
+}
+
+/// A child form's spec, or the refusal naming the kind.
+fn child_spec(
+    kind: ChildKind,
+    form: &HashMap<String, String>,
+    node_uuid: &str,
+) -> Result<ChildSpec, Outcome> {
+    child_document(kind, form).and_then(|doc| ChildSpec::parse(kind, &Value::Object(doc))).map_err(
+        |e| Outcome::refused(node_uuid, StatusCode::BAD_REQUEST, format!("{}: {e}", kind.label())),
+    )
 }
 
 /// The kind of child a URL segment names, and the UUID of the node it is under.
@@ -526,116 +394,85 @@ async fn child_of(
     state: &AdminState,
     node: &str,
     segment: &str,
-) -> Result<(Child, String), Outcome> {
-    let Some(child) = Child::from_segment(segment) else {
+) -> Result<(ChildKind, String), Outcome> {
+    let Some(kind) = ChildKind::ALL.into_iter().find(|k| k.collection() == segment) else {
         return Err(Outcome::refused(node, StatusCode::NOT_FOUND, "No such form."));
     };
-    let current = current_node(state, node).await?;
-    Ok((child, current["uuid"].as_str().unwrap_or(node).to_owned()))
+    match state.nodes().node(node).await {
+        Ok(record) => Ok((kind, record.node.uuid)),
+        Err(e) => Err(Outcome::failed(node, &e, None)),
+    }
 }
 
-/// A child of `node` as the API shows it, refused when it belongs to another node.
+/// A child of `node_uuid` as stored, refused when it belongs to another node.
 async fn current_child(
     state: &AdminState,
     node_uuid: &str,
-    child: Child,
+    kind: ChildKind,
     id: &str,
-) -> Result<Value, Outcome> {
-    let missing = || {
-        Outcome::refused(
+) -> Result<Stamped<Child>, Outcome> {
+    match state.nodes().child(kind, id).await {
+        Ok(stored) if stored.node_uuid == node_uuid => Ok(stored),
+        Ok(_) | Err(NodeError::NotFound(_)) => Err(Outcome::refused(
             node_uuid,
             StatusCode::NOT_FOUND,
-            format!("No such {} on this node.", child.label()),
-        )
-    };
-    if !plain_segment(id) {
-        return Err(missing());
+            format!("No such {} on this node.", kind.label()),
+        )),
+        Err(e) => Err(Outcome::failed(node_uuid, &e, None)),
     }
-    let (status, body) =
-        state.api.internal_call(Method::GET, &format!("{}/{id}", child.api()), None).await;
-    if status == StatusCode::NOT_FOUND {
-        return Err(missing());
-    }
-    if !status.is_success() {
-        return Err(Outcome::refused(node_uuid, status, fault(&body)));
-    }
-    if body["node_uuid"].as_str() != Some(node_uuid) {
-        return Err(missing());
-    }
-    Ok(body)
 }
 
-/// Saves the edit form of a port, connector or target.
-pub(super) async fn edit_child(
+/// Adds a port, connector or target to a node.
+async fn add_child(
+    state: &AdminState,
+    node: &str,
+    segment: &str,
+    form: &HashMap<String, String>,
+) -> Outcome {
+    let (kind, uuid) = match child_of(state, node, segment).await {
+        Ok(found) => found,
+        Err(refused) => return refused,
+    };
+    let spec = match child_spec(kind, form, &uuid) {
+        Ok(spec) => spec,
+        Err(refused) => return refused,
+    };
+    let created = state.nodes().create_child(&uuid, new_uuid(), spec).await;
+    Outcome::of(&uuid, created, format!("{} added.", kind.title()), kind.label())
+}
+
+/// `POST /admin/nodes/{node}/{child}/{id}` (save the edit form of a port, connector or
+/// target) and `.../{id}/delete`: the child must be under that node.
+pub(super) async fn child_form(
     State(state): State<AdminState>,
     Path((node, segment, id)): Path<(String, String, String)>,
+    uri: Uri,
     headers: HeaderMap,
     Form(form): Form<HashMap<String, String>>,
 ) -> Response {
+    let delete = uri.path().ends_with("/delete");
     with_session(&state, &headers, &form, |_| async {
-        let (child, uuid) = match child_of(&state, &node, &segment).await {
+        let (kind, uuid) = match child_of(&state, &node, &segment).await {
             Ok(found) => found,
             Err(refused) => return refused,
         };
-        let current = match current_child(&state, &uuid, child, &id).await {
+        let current = match current_child(&state, &uuid, kind, &id).await {
             Ok(current) => current,
             Err(refused) => return refused,
         };
-        let desired = match child.document(&form) {
-            Ok(doc) => doc,
-            Err(e) => {
-                return Outcome::refused(
-                    &uuid,
-                    StatusCode::BAD_REQUEST,
-                    format!("{}: {e}", child.label()),
-                );
-            }
-        };
-        let patch = patch_between(&current, &desired, &[]);
-        if patch.is_empty() {
-            return Outcome::on_node(&uuid, "Nothing changed.");
+        if delete {
+            let deleted = state.nodes().delete_child(kind, &id).await;
+            return Outcome::of(&uuid, deleted, format!("{} deleted.", kind.title()), kind.label());
         }
-        let answer = state
-            .api
-            .internal_call(
-                Method::PATCH,
-                &format!("{}/{id}", child.api()),
-                Some(&Value::Array(patch)),
-            )
-            .await;
-        Outcome::of_answer(
-            &uuid,
-            answer,
-            format!("{} saved.", capitalized(child.label())),
-            Some(child.label()),
-        )
-    })
-    .await
-}
-
-/// Deletes a port, connector or target of a node.
-pub(super) async fn delete_child(
-    State(state): State<AdminState>,
-    Path((node, segment, id)): Path<(String, String, String)>,
-    headers: HeaderMap,
-    Form(form): Form<HashMap<String, String>>,
-) -> Response {
-    with_session(&state, &headers, &form, |_| async {
-        let (child, uuid) = match child_of(&state, &node, &segment).await {
-            Ok(found) => found,
+        let spec = match child_spec(kind, &form, &uuid) {
+            Ok(spec) => spec,
             Err(refused) => return refused,
         };
-        if let Err(refused) = current_child(&state, &uuid, child, &id).await {
-            return refused;
+        if NodeService::child_unchanged(&current.item, &spec) {
+            return Outcome::on_node(&uuid, "Nothing changed.");
         }
-        let answer =
-            state.api.internal_call(Method::DELETE, &format!("{}/{id}", child.api()), None).await;
-        Outcome::of_answer(
-            &uuid,
-            answer,
-            format!("{} deleted.", capitalized(child.label())),
-            Some(child.label()),
-        )
+        let saved = state.nodes().update_child(&id, &uuid, spec).await;
+        Outcome::of(&uuid, saved, format!("{} saved.", kind.title()), kind.label())
     })
     .await
 }
@@ -654,33 +491,45 @@ mod tests {
     }
 
     #[test]
-    fn a_patch_holds_only_what_changed() {
-        let current = json!({"name": "n1", "driver": "fake", "storage_interface": "cinder",
-                             "properties": {"capabilities": "iscsi_boot:true", "cpus": 4},
-                             "driver_info": {"ipmi_password": "******"}});
+    fn an_edit_keeps_what_the_form_does_not_show() {
+        let config = crate::config::Config::from_toml("", "test").unwrap();
+        let current: NodeRecord = serde_json::from_value(json!({
+            "node": {"uuid": "44444444-4444-4444-8444-000000000001", "name": "n1", "driver": "fake", "storage_interface": "noop",
+                     "properties": {"capabilities": "iscsi_boot:true", "cpus": 4},
+                     "driver_info": {"fake_password": "pw"}, "instance_info": {},
+                     "driver_internal_info": {}, "extra": {"rack": "r1"},
+                     "boot_interface": "ipxe", "deploy_interface": "direct", "power_state": null,
+                     "target_power_state": null, "provision_state": "enroll",
+                     "target_provision_state": null, "maintenance": false,
+                     "maintenance_reason": null, "last_error": null, "created_at": null,
+                     "updated_at": null},
+            "ports": [], "volume_connectors": [], "volume_targets": []}))
+        .unwrap();
+        // Storage interface emptied, capabilities edited alone, driver_info sent back masked.
         let edited = form(&[
             ("name", "n2"),
             ("driver", "fake"),
             ("storage_interface", ""),
-            ("capabilities", "iscsi_boot:true"),
-            ("driver_info", r#"{"ipmi_password": "******"}"#),
+            ("driver_info", r#"{"fake_password": "******"}"#),
         ]);
-        let desired = node_document(&edited, Some(&current)).unwrap();
-        let patch = patch_between(&current, &desired, &["storage_interface"]);
-        assert_eq!(
-            patch,
-            vec![
-                json!({"op": "add", "path": "/name", "value": "n2"}),
-                json!({"op": "remove", "path": "/storage_interface"}),
-            ]
-        );
-        // Capabilities edited alone: the other properties stay.
-        let edited = form(&[("name", "n1"), ("driver", "fake"), ("storage_interface", "cinder")]);
-        let desired = node_document(&edited, Some(&current)).unwrap();
-        assert_eq!(
-            patch_between(&current, &desired, &["storage_interface"]),
-            vec![json!({"op": "add", "path": "/properties", "value": {"cpus": 4}})]
-        );
+        let doc = node_document(&edited, &current.node.uuid, Some(&current)).unwrap();
+        assert_eq!(doc.get("storage_interface"), None);
+        assert_eq!(doc["properties"], json!({"cpus": 4}));
+        assert_eq!(doc["extra"], json!({"rack": "r1"}));
+        assert_eq!(doc["instance_info"], json!({}));
+        let spec = inventory::parse_node(&Value::Object(doc), &config).unwrap();
+        assert!(!NodeService::node_unchanged(&current, &spec));
+        // The same node as stored, its secret masked: nothing changed.
+        let same = form(&[
+            ("name", "n1"),
+            ("driver", "fake"),
+            ("storage_interface", "noop"),
+            ("capabilities", "iscsi_boot:true"),
+            ("driver_info", r#"{"fake_password": "******"}"#),
+        ]);
+        let doc = node_document(&same, &current.node.uuid, Some(&current)).unwrap();
+        let spec = inventory::parse_node(&Value::Object(doc), &config).unwrap();
+        assert!(NodeService::node_unchanged(&current, &spec));
     }
 
     #[test]
@@ -688,10 +537,13 @@ mod tests {
         assert!(json_object(&form(&[("driver_info", "[1]")]), "driver_info").is_err());
         assert!(json_object(&form(&[("driver_info", "{")]), "driver_info").is_err());
         assert_eq!(json_object(&form(&[("driver_info", " ")]), "driver_info").unwrap(), Map::new());
-        let target = Child::Target
-            .document(&form(&[("volume_type", "iscsi"), ("boot_index", "x"), ("properties", "{}")]))
-            .unwrap();
-        assert_eq!(target["boot_index"], json!("x"), "the API names a bad boot index");
-        assert_eq!(Child::from_segment("nodes"), None);
+        let target = child_document(
+            ChildKind::Target,
+            &form(&[("volume_type", "iscsi"), ("boot_index", "x"), ("properties", "{}")]),
+        )
+        .unwrap();
+        assert_eq!(target["boot_index"], json!("x"), "the parser names a bad boot index");
+        let refused = ChildSpec::parse(ChildKind::Target, &Value::Object(target)).unwrap_err();
+        assert!(refused.contains("boot_index"), "{refused}");
     }
 }

@@ -3,7 +3,7 @@
 //!
 //! Server-rendered with minijinja (`templates/admin/*.html.j2`, HTML auto-escaping), usable
 //! without JavaScript. Log-in checks the same htpasswd file as the API (`[api]
-//! http_basic_auth_user_file`, through [`ApiState::verify_password`]); a successful log-in gets
+//! http_basic_auth_user_file`, through `ApiState::verify_password`); a successful log-in gets
 //! a fresh random session id in a signed cookie (HttpOnly, SameSite=Strict, Secure when the
 //! request came through TLS, i.e. `X-Forwarded-Proto: https` from the terminating proxy).
 //! Every form carries the session's CSRF token and every POST is refused without it (the
@@ -12,8 +12,10 @@
 //! API needs no credentials: visiting the log-in page opens a session at once (CSRF tokens and
 //! messages still need one), and every page says that authentication is off.
 //!
-//! Reads go through `db` (via the conductor's `SharedDb`) and the `boot` scenario rules; like
-//! the API, secrets are masked before anything reaches a template.
+//! Reads and writes go through the node service ([`crate::nodes`]), the same typed core the
+//! API calls (never through the API's routes, and never around the core to `db`); scripts come
+//! from the `boot` scenario rules. Like the API, secrets are masked before anything reaches a
+//! template.
 
 mod forms;
 mod node;
@@ -76,7 +78,7 @@ fn environment(auth_off: bool) -> Environment<'static> {
     env
 }
 
-/// The admin routes (`/admin`, `/admin/...`), to be merged into the API router.
+/// The admin routes (`/admin`, `/admin/...`), merged with the API's on its listener by `app`.
 pub fn router(api: ApiState) -> Router {
     let auth_off = api.config().api.auth_strategy == crate::config::ApiAuthStrategy::Noauth;
     let state = AdminState {
@@ -91,15 +93,9 @@ pub fn router(api: ApiState) -> Router {
         .route("/admin/", get(nodes_page))
         .route("/admin/nodes", post(forms::create_node))
         .route("/admin/nodes/{node}", get(node_page))
-        .route("/admin/nodes/{node}/power", post(forms::power))
-        .route("/admin/nodes/{node}/provision", post(forms::provision))
-        .route("/admin/nodes/{node}/validate", post(forms::validate))
-        .route("/admin/nodes/{node}/maintenance", post(forms::maintenance))
-        .route("/admin/nodes/{node}/edit", post(forms::edit_node))
-        .route("/admin/nodes/{node}/delete", post(forms::delete_node))
-        .route("/admin/nodes/{node}/{child}", post(forms::create_child))
-        .route("/admin/nodes/{node}/{child}/{id}", post(forms::edit_child))
-        .route("/admin/nodes/{node}/{child}/{id}/delete", post(forms::delete_child))
+        .route("/admin/nodes/{node}/{form}", post(forms::node_form))
+        .route("/admin/nodes/{node}/{child}/{id}", post(forms::child_form))
+        .route("/admin/nodes/{node}/{child}/{id}/delete", post(forms::child_form))
         .route("/admin/login", get(login_page).post(login))
         .route("/admin/logout", post(logout))
         .with_state(state)
@@ -150,6 +146,11 @@ fn html(status: StatusCode, body: String) -> Response {
 }
 
 impl AdminState {
+    /// The node service both front ends write through.
+    fn nodes(&self) -> &crate::nodes::NodeService {
+        self.api.nodes()
+    }
+
     fn render(&self, status: StatusCode, name: &str, ctx: minijinja::Value) -> Response {
         match self.templates.get_template(name).and_then(|t| t.render(ctx)) {
             Ok(body) => html(status, body),
@@ -342,9 +343,8 @@ async fn render_nodes(
     enroll: Option<crate::model::MacAddr>,
 ) -> Response {
     let notice = notice.or_else(|| state.sessions.take_flash(&s.cookie));
-    let conductor = state.api.conductor();
-    let default = conductor.default_storage();
-    let records = conductor.db().run(|db| db.node_records()).await;
+    let default = state.nodes().default_storage();
+    let records = state.nodes().nodes().await;
     // MACs seen recently that belong to no node (now: the node may have been made since).
     let mut unknown: Vec<minijinja::Value> = Vec::new();
     if let Ok(records) = &records {
@@ -381,7 +381,7 @@ async fn render_nodes(
                 .collect::<Vec<_>>(),
             problem,
         ),
-        Err(e) => (Vec::new(), Some(format!("database: {e}"))),
+        Err(e) => (Vec::new(), Some(e.to_string())),
     };
     let sync = sync_status(state).await;
     state.render(
@@ -396,13 +396,9 @@ async fn render_nodes(
 /// The Cinder sync status: whether this process syncs, the last pass (by `serve` or `bootvol
 /// sync`), the last clean one, and the volume attachments by state.
 async fn sync_status(state: &AdminState) -> minijinja::Value {
-    let conductor = state.api.conductor();
-    let enabled = conductor.storage().cinder().is_some();
+    let enabled = state.nodes().conductor().storage().cinder().is_some();
     let every = state.api.config().cinder.sync_interval;
-    let found = conductor
-        .db()
-        .run(|db| Ok::<_, crate::db::DbError>((db.sync_status()?, db.attachment_counts()?)))
-        .await;
+    let found = state.nodes().sync_overview().await;
     let time = |t: i64| crate::timefmt::format_unix(t.max(0) as u64);
     match found {
         Ok((last, counts)) => context! {
@@ -412,14 +408,14 @@ async fn sync_status(state: &AdminState) -> minijinja::Value {
                 ran_by => p.ran_by.as_str(), outcome => p.outcome.as_str(),
                 started_at => time(p.started_at), finished_at => time(p.finished_at),
                 checked => p.checked, updated => p.updated, drifted => p.drifted, errors => p.errors,
-                message => p.message, last_ok_at => p.last_ok_at.map(time),
+                message => p.message.clone(), last_ok_at => p.last_ok_at.map(time),
             }),
             attachments => counts.into_iter().map(|(state, n)| format!("{state}: {n}")).collect::<Vec<_>>(),
             error => (),
         },
         Err(e) => {
             context! { enabled => enabled, interval => every, last => (), attachments => Vec::<String>::new(),
-            error => format!("database: {e}") }
+            error => e.to_string() }
         }
     }
 }

@@ -82,8 +82,8 @@ pub(super) async fn render_node(
     problem: Option<String>,
 ) -> Response {
     let notice = notice.or_else(|| state.sessions.take_flash(&s.cookie));
-    let conductor = state.api.conductor();
-    let record = match conductor.load(node).await {
+    let nodes = state.nodes();
+    let record = match nodes.node(node).await {
         Ok(record) => record,
         Err(e) => {
             return state.render(
@@ -94,7 +94,7 @@ pub(super) async fn render_node(
         }
     };
     let config = state.api.config();
-    let default = conductor.default_storage();
+    let default = nodes.default_storage();
     let (script, script_problem) =
         match crate::boot::Templates::new(config.boot.templates_dir.as_deref()) {
             Ok(templates) => {
@@ -108,8 +108,7 @@ pub(super) async fn render_node(
             }
             Err(e) => (String::new(), Some(format!("templates: {e}"))),
         };
-    let uuid = record.node.uuid.clone();
-    let events = conductor.db().run(move |db| db.events(Some(&uuid), EVENTS)).await;
+    let events = nodes.events(&record.node.uuid, EVENTS).await;
     let (events, error) = match events {
         Ok(events) => (
             events
@@ -180,13 +179,7 @@ pub(super) async fn render_node(
             json!({"uuid": c.uuid, "type": c.connector_type.as_str(), "connector_id": c.connector_id})
         })
         .collect();
-    let uuid = record.node.uuid.clone();
-    let attachments = conductor
-        .db()
-        .run(move |db| db.attachment_records(&[]))
-        .await
-        .map(|all| all.into_iter().filter(|a| a.node_uuid == uuid).collect::<Vec<_>>())
-        .unwrap_or_default();
+    let attachments = nodes.attachments(&record.node.uuid).await.unwrap_or_default();
     let targets: Vec<Value> = record
         .volume_targets
         .iter()

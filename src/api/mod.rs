@@ -8,10 +8,15 @@
 //! conductor in the background), validation and the boot device. Errors have Ironic's shape;
 //! every secret is masked; `http_basic` (bcrypt htpasswd) or `noauth`.
 //!
-//! Every write is checked by the `inventory` parsers (the same checks as an inventory file)
-//! before it reaches `db`, in one transaction.
+//! Every write is parsed by the `inventory` parsers (the same checks as an inventory file) and
+//! handed to the node service ([`crate::nodes`]), which owns the edit rules, secrets and events;
+//! its typed errors become Ironic's statuses here. This module knows nothing of the admin page
+//! (`app` merges the two routers).
 
+mod actions;
 mod resources;
+
+pub(crate) use actions::{start_power, start_provision};
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -25,6 +30,7 @@ use serde_json::{Value, json};
 
 use crate::conductor::Conductor;
 use crate::config::{ApiAuthStrategy, Config};
+use crate::nodes::{NodeError, NodeService};
 
 /// The lowest microversion served (and the one a request without a version header gets).
 pub const MIN_MINOR: u32 = 1;
@@ -50,6 +56,7 @@ pub struct ApiState {
 
 struct Inner {
     conductor: Conductor,
+    nodes: NodeService,
     config: Arc<Config>,
     auth: Auth,
     recent: Arc<crate::recent::RecentBoots>,
@@ -78,7 +85,8 @@ impl ApiState {
             }
         };
         let recent = Arc::default();
-        ApiState { inner: Arc::new(Inner { conductor, config, auth, recent }) }
+        let nodes = NodeService::new(conductor.clone());
+        ApiState { inner: Arc::new(Inner { conductor, nodes, config, auth, recent }) }
     }
 
     /// The recent boot requests the admin page shows (fed by the boot listeners). Call it right
@@ -88,6 +96,7 @@ impl ApiState {
         let inner = Arc::try_unwrap(self.inner).map_or_else(
             |shared| Inner {
                 conductor: shared.conductor.clone(),
+                nodes: shared.nodes.clone(),
                 config: Arc::clone(&shared.config),
                 auth: Auth::Broken,
                 recent: Arc::clone(&recent),
@@ -105,56 +114,14 @@ impl ApiState {
         &self.inner.recent
     }
 
-    /// Runs one `/v1/...` request through the API's own routes and checks (the `inventory`
-    /// parsers, `db::api`, the conductor), for a caller that has already authenticated its user
-    /// (the admin page). Answers the status and the JSON body; an error's body is its
-    /// `faultstring`, as a JSON string.
-    pub(crate) async fn internal_call(
-        &self,
-        method: Method,
-        path: &str,
-        body: Option<&Value>,
-    ) -> (StatusCode, Value) {
-        let segments: Vec<String> = path
-            .trim_start_matches("/v1/")
-            .trim_end_matches('/')
-            .split('/')
-            .map(str::to_owned)
-            .collect();
-        if segments.iter().any(|s| s.is_empty() || s == "." || s == "..") {
-            return (
-                StatusCode::NOT_FOUND,
-                Value::String(format!("The resource {path} could not be found.")),
-            );
-        }
-        let request = Request {
-            method,
-            segments,
-            query: Vec::new(),
-            minor: MAX_MINOR,
-            base: format!("http://{}", self.inner.config.api.listen),
-            body: body.map_or_else(Bytes::new, |b| Bytes::from(b.to_string())),
-        };
-        match resources::route(self, &request).await {
-            Ok(response) => {
-                let status = response.status();
-                let bytes = axum::body::to_bytes(response.into_body(), MAX_BODY * 8)
-                    .await
-                    .unwrap_or_default();
-                (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
-            }
-            Err(e) => (e.status, Value::String(e.message)),
-        }
+    /// The node service the API (and the admin page) writes through.
+    pub(crate) fn nodes(&self) -> &NodeService {
+        &self.inner.nodes
     }
 
     /// The configuration the API was started with.
     pub(crate) fn config(&self) -> &Config {
         &self.inner.config
-    }
-
-    /// The conductor the API (and the admin page) acts through.
-    pub(crate) fn conductor(&self) -> &Conductor {
-        &self.inner.conductor
     }
 
     /// Checks a user and password against `[api] http_basic_auth_user_file`, as the API does
@@ -271,8 +238,7 @@ impl Auth {
 /// The API's routes (every path goes through one dispatcher, so trailing slashes, node names
 /// and Ironic's error shapes are handled in one place).
 pub fn router(state: ApiState) -> Router {
-    let admin = crate::admin::router(state.clone());
-    Router::new().fallback(handle).with_state(state).merge(admin)
+    Router::new().fallback(handle).with_state(state)
 }
 
 /// An error with Ironic's shape.
@@ -332,20 +298,26 @@ impl ApiError {
     }
 }
 
-impl From<crate::db::DbError> for ApiError {
-    fn from(e: crate::db::DbError) -> Self {
-        tracing::error!(error = %e, "API database error");
-        ApiError::internal(e.to_string())
+impl From<NodeError> for ApiError {
+    fn from(e: NodeError) -> Self {
+        match e {
+            NodeError::NotFound(m) => ApiError::not_found(m),
+            NodeError::Invalid(m) => ApiError::bad_request(m),
+            NodeError::Conflict(m) | NodeError::Locked(m) => ApiError::conflict(m),
+            NodeError::Database(m) => ApiError::internal(format!("database: {m}")),
+        }
     }
 }
 
-impl From<crate::db::WriteError> for ApiError {
-    fn from(e: crate::db::WriteError) -> Self {
-        match e {
-            crate::db::WriteError::Conflict(m) => ApiError::conflict(m),
-            crate::db::WriteError::NotFound(m) => ApiError::bad_request(m),
-            crate::db::WriteError::Db(e) => e.into(),
-        }
+impl ApiError {
+    /// The HTTP status Ironic answers with.
+    pub(crate) fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// The message (Ironic's `faultstring`).
+    pub(crate) fn message(&self) -> &str {
+        &self.message
     }
 }
 
@@ -703,8 +675,9 @@ pub(crate) fn select(item: Value, fields: &[impl AsRef<str>]) -> Value {
     Value::Object(map.into_iter().filter(|(k, _)| keep.contains(k.as_str())).collect())
 }
 
-/// Applies a JSON patch (RFC 6902 `add`, `replace`, `remove`) to `doc`. `patchable` lists the
-/// top-level fields that may change; `read_only` those that exist but may not.
+/// Applies a JSON patch to `doc` with the `json-patch` crate (RFC 6902), under Ironic's rules:
+/// only `add`, `replace` and `remove`; `patchable` lists the top-level fields that may change,
+/// `read_only` those that exist but may not. Answers the top-level fields the patch touches.
 pub(crate) fn apply_patch(
     doc: &mut Value,
     patch: &Value,
@@ -716,89 +689,105 @@ pub(crate) fn apply_patch(
         .ok_or_else(|| ApiError::bad_request("A JSON patch must be a list of operations."))?;
     let mut touched = Vec::new();
     for op in ops {
-        let obj = op
-            .as_object()
-            .ok_or_else(|| ApiError::bad_request("Each patch operation must be an object."))?;
-        let kind = obj.get("op").and_then(Value::as_str).ok_or_else(|| {
-            ApiError::bad_request("Each patch operation needs \"op\" (add, replace or remove).")
-        })?;
-        let path = obj.get("path").and_then(Value::as_str).ok_or_else(|| {
-            ApiError::bad_request("Each patch operation needs a \"path\" string.")
-        })?;
-        let parts: Vec<String> = path
-            .strip_prefix('/')
-            .ok_or_else(|| ApiError::bad_request(format!("Invalid patch path {path:?}")))?
-            .split('/')
-            .map(|p| p.replace("~1", "/").replace("~0", "~"))
-            .collect();
-        let root = parts[0].as_str();
-        if read_only.contains(&root) {
-            return Err(ApiError::bad_request(format!(
-                "'/{root}' is an internal attribute and can not be updated"
-            )));
-        }
-        if !patchable.contains(&root) {
-            return Err(ApiError::bad_request(format!(
-                "Invalid patch path {path:?}: {root:?} is not a field that can be updated (fields: {})",
-                patchable.join(", ")
-            )));
-        }
-        if parts.iter().any(String::is_empty) {
-            return Err(ApiError::bad_request(format!("Invalid patch path {path:?}")));
-        }
-        let value = obj.get("value");
-        for key in obj.keys() {
-            if !matches!(key.as_str(), "op" | "path" | "value") {
-                return Err(ApiError::bad_request(format!(
-                    "Invalid patch operation: unknown member {key:?}"
-                )));
-            }
-        }
-        let (parent_parts, last) = parts.split_at(parts.len() - 1);
-        let last = &last[0];
-        let mut parent = &mut *doc;
-        for part in parent_parts {
-            let next = match parent {
-                Value::Object(map) => map.get_mut(part),
-                _ => None,
-            };
-            parent = next.ok_or_else(|| {
-                ApiError::bad_request(format!(
-                    "Invalid patch path {path:?}: {part:?} does not exist"
-                ))
-            })?;
-        }
-        let Value::Object(map) = parent else {
-            return Err(ApiError::bad_request(format!(
-                "Invalid patch path {path:?}: its parent is not an object"
-            )));
-        };
-        match kind {
-            "add" | "replace" => {
-                let value = value.ok_or_else(|| {
-                    ApiError::bad_request(format!("Patch operation {kind} needs a \"value\"."))
-                })?;
-                if kind == "replace" && !parent_parts.is_empty() && !map.contains_key(last) {
-                    return Err(ApiError::bad_request(format!(
-                        "Can not replace {path}: it does not exist"
-                    )));
-                }
-                map.insert(last.clone(), value.clone());
-            }
-            "remove" => {
-                if map.remove(last).is_none_or(|v| v.is_null() && !parent_parts.is_empty()) {
-                    return Err(ApiError::bad_request(format!(
-                        "Can not remove {path}: it does not exist"
-                    )));
-                }
-            }
-            other => {
-                return Err(ApiError::bad_request(format!(
-                    "Invalid patch operation {other:?}: add, replace or remove"
-                )));
-            }
-        }
-        touched.push(root.to_owned());
+        touched.push(ironic_operation(op, patchable, read_only)?);
     }
+    let operations: json_patch::Patch = serde_json::from_value(patch.clone())
+        .map_err(|e| ApiError::bad_request(format!("Invalid JSON patch: {e}")))?;
+    json_patch::patch(doc, &operations).map_err(|e| {
+        let op = ops.get(e.operation).and_then(|o| o["op"].as_str()).unwrap_or("patch");
+        ApiError::bad_request(format!(
+            "Can not {op} {}: {}",
+            e.path,
+            match e.kind {
+                json_patch::PatchErrorKind::InvalidPointer =>
+                    "it (or its parent) does not exist".to_owned(),
+                other => other.to_string(),
+            }
+        ))
+    })?;
     Ok(touched)
+}
+
+/// Checks one operation against Ironic's rules; answers the top-level field it changes.
+fn ironic_operation(
+    op: &Value,
+    patchable: &[&str],
+    read_only: &[&str],
+) -> Result<String, ApiError> {
+    let obj = op
+        .as_object()
+        .ok_or_else(|| ApiError::bad_request("Each patch operation must be an object."))?;
+    let kind = obj.get("op").and_then(Value::as_str).ok_or_else(|| {
+        ApiError::bad_request("Each patch operation needs \"op\" (add, replace or remove).")
+    })?;
+    if !matches!(kind, "add" | "replace" | "remove") {
+        return Err(ApiError::bad_request(format!(
+            "Invalid patch operation {kind:?}: add, replace or remove"
+        )));
+    }
+    if let Some(key) = obj.keys().find(|k| !matches!(k.as_str(), "op" | "path" | "value")) {
+        return Err(ApiError::bad_request(format!(
+            "Invalid patch operation: unknown member {key:?}"
+        )));
+    }
+    if kind != "remove" && !obj.contains_key("value") {
+        return Err(ApiError::bad_request(format!("Patch operation {kind} needs a \"value\".")));
+    }
+    let path = obj
+        .get("path")
+        .and_then(Value::as_str)
+        .ok_or_else(|| ApiError::bad_request("Each patch operation needs a \"path\" string."))?;
+    let root = path
+        .strip_prefix('/')
+        .map(|rest| {
+            rest.split('/').next().unwrap_or_default().replace("~1", "/").replace("~0", "~")
+        })
+        .filter(|root| !root.is_empty())
+        .ok_or_else(|| ApiError::bad_request(format!("Invalid patch path {path:?}")))?;
+    if read_only.contains(&root.as_str()) {
+        return Err(ApiError::bad_request(format!(
+            "'/{root}' is an internal attribute and can not be updated"
+        )));
+    }
+    if !patchable.contains(&root.as_str()) {
+        return Err(ApiError::bad_request(format!(
+            "Invalid patch path {path:?}: {root:?} is not a field that can be updated (fields: {})",
+            patchable.join(", ")
+        )));
+    }
+    Ok(root)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FIELDS: &[&str] = &["name", "extra"];
+
+    #[test]
+    fn a_patch_reaches_into_lists_and_keeps_ironics_rules() {
+        let mut doc = json!({"name": "n1", "extra": {"disks": ["a", "b"]}});
+        let patch = json!([{"op": "add", "path": "/extra/disks/1", "value": "x"},
+                           {"op": "remove", "path": "/extra/disks/0"},
+                           {"op": "replace", "path": "/name", "value": "n2"}]);
+        let touched = apply_patch(&mut doc, &patch, FIELDS, &["uuid"]).unwrap();
+        assert_eq!(doc, json!({"name": "n2", "extra": {"disks": ["x", "b"]}}));
+        assert_eq!(touched, ["extra", "extra", "name"]);
+        for (patch, words) in [
+            (
+                json!([{"op": "move", "from": "/name", "path": "/extra/n"}]),
+                "add, replace or remove",
+            ),
+            (json!([{"op": "add", "path": "/uuid", "value": "u"}]), "internal attribute"),
+            (json!([{"op": "add", "path": "/other", "value": 1}]), "not a field"),
+            (json!([{"op": "remove", "path": "/extra/disks/7"}]), "does not exist"),
+            (json!([{"op": "add", "path": "/name"}]), "needs a \"value\""),
+            (json!([{"op": "add", "path": "/name", "value": 1, "x": 2}]), "unknown member"),
+        ] {
+            let before = doc.clone();
+            let e = apply_patch(&mut doc, &patch, FIELDS, &["uuid"]).unwrap_err();
+            assert!(e.message.contains(words), "{patch}: {}", e.message);
+            assert_eq!(doc, before, "a refused patch changes nothing");
+        }
+    }
 }

@@ -11,6 +11,7 @@ use serde_json::Value;
 use super::scenario::{Scenario, ScenarioError};
 use crate::model::{
     ConnectorType, IscsiName, JsonMap, Lun, NodeRecord, Portal, VolumeTarget, VolumeType, Wwn,
+    check_file_name, check_http_url, check_nfs_export,
 };
 
 /// Settings the renderer needs from the configuration.
@@ -314,15 +315,6 @@ fn http_uri(props: &JsonMap) -> Result<String, ScenarioError> {
     Ok(url)
 }
 
-/// An `http://` or `https://` URL with a host.
-pub fn check_http_url(url: &str) -> Result<(), String> {
-    let rest = url.strip_prefix("http://").or_else(|| url.strip_prefix("https://"));
-    match rest {
-        Some(rest) if !rest.is_empty() && !rest.starts_with('/') => Ok(()),
-        _ => Err(format!("{url:?} is not an http:// or https:// URL")),
-    }
-}
-
 /// CHAP and mutual CHAP for an iSCSI target, from Cinder's property names.
 fn chap_credentials(
     props: &JsonMap,
@@ -398,43 +390,6 @@ fn nfs_kernel_boot(
         initrd_url: format!("{}/files/{ramdisk}", settings.public_url),
         args,
     })
-}
-
-/// `server:/path`, the server an IPv4 address, a host name or a bracketed IPv6 address.
-pub fn check_nfs_export(export: &str) -> Result<(), String> {
-    let bad = || format!("{export:?} is not an NFS export (expected server:/path)");
-    let (server, path) = if let Some(rest) = export.strip_prefix('[') {
-        let (v6, after) = rest.split_once(']').ok_or_else(bad)?;
-        v6.parse::<std::net::Ipv6Addr>().map_err(|_| bad())?;
-        ("", after.strip_prefix(':').ok_or_else(bad)?)
-    } else {
-        export.split_once(':').ok_or_else(bad)?
-    };
-    if !server.is_empty() {
-        crate::model::parse_host(server).map_err(|e| format!("NFS export {export:?}: {e}"))?;
-    }
-    if !path.starts_with('/') {
-        return Err(bad());
-    }
-    Ok(())
-}
-
-/// A file under `[http] files_root`: a relative path of plain names (no `..`, no leading `/`).
-pub fn check_file_name(name: &str) -> Result<(), String> {
-    let component_ok = |c: &str| {
-        !c.is_empty()
-            && c != "."
-            && c != ".."
-            && c.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b'+'))
-    };
-    if name.len() <= 255 && name.split('/').all(component_ok) {
-        Ok(())
-    } else {
-        Err(format!(
-            "{name:?} is not a file name under files_root (plain names separated by '/', no '..')"
-        ))
-    }
 }
 
 /// Reads a JSON string value (numbers are accepted and printed as written).

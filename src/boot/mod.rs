@@ -9,8 +9,10 @@ pub mod render;
 pub mod scenario;
 pub mod snapshot;
 
+/// Re-exported for callers that still name it here; it lives with the values in `model`.
+pub use crate::model::check_script_value;
 pub use context::{BootContext, BootSettings};
-pub use render::{RenderError, Templates, check_script_value};
+pub use render::{RenderError, Templates};
 pub use scenario::{BootOption, Scenario, ScenarioError, decide, set_boot_option};
 pub use snapshot::{BootSnapshot, ServedScript};
 

@@ -16,6 +16,7 @@ use minijinja::{
 };
 
 use super::context::BootContext;
+use crate::model::check_script_value;
 
 /// The built-in templates, by name.
 pub const BUILTIN_TEMPLATES: &[(&str, &str)] = &[
@@ -124,26 +125,6 @@ fn describe(error: &Error) -> String {
         source = cause.source();
     }
     message
-}
-
-/// Refuses a value that could change an iPXE script's meaning: whitespace or a control
-/// character (new line, new argument), `$` (`${...}` expansion), `#` (comment), a quote, or a
-/// trailing backslash (line continuation). iPXE has no reliable escape, so refusing is the
-/// only safe answer. The message never repeats the value: it may be a secret.
-pub fn check_script_value(text: &str) -> Result<(), String> {
-    if let Some(c) = text
-        .chars()
-        .find(|c| c.is_whitespace() || c.is_control() || matches!(c, '$' | '#' | '"' | '\''))
-    {
-        return Err(format!("a value contains {c:?}, which cannot appear in an iPXE script"));
-    }
-    if text.ends_with('\\') {
-        return Err("a value ends with a backslash, which would continue the iPXE line".into());
-    }
-    if text.is_empty() {
-        return Err("an empty value cannot appear in an iPXE script".into());
-    }
-    Ok(())
 }
 
 fn ipxe_formatter(out: &mut Output, state: &mut State, value: &Value) -> Result<(), Error> {

@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 
-use crate::capabilities::{
+use crate::model::capabilities::{
     NodeCapabilities, boot_interface_tags, check_capability, deploy_interface_tags,
     volume_boot_tag, volume_deploy_tag,
 };

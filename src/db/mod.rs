@@ -1,31 +1,35 @@
 //! The repository over SQLite: the only module that knows SQL.
 //!
 //! [`Db`] opens a database file (WAL, foreign keys, a busy timeout) and migrates it; methods are
-//! named in the domain (`node_record_by_mac`, `apply_inventory`). Values come out as `model`
-//! types; a row that does not parse is reported as corrupt, never passed on. [`SharedDb`] is
-//! the handle async callers share (events and node locks included).
+//! named in the domain (`node_record_by_mac`, `apply_inventory`, `write_child`). They are the
+//! seam the node service and the conductor reach the database through: their signatures carry
+//! `model` and `inventory` values, never `rusqlite` types. Values come out as `model` types; a
+//! row that does not parse is reported as corrupt, never passed on. `rows.rs` decodes each kind
+//! of row in one place; `writes.rs` writes each kind of row in one place. [`SharedDb`] is the
+//! handle async callers share (events and node locks included).
 
-mod api;
 mod apply;
 mod locks;
 mod migrations;
 mod nodes;
+mod rows;
 mod runtime;
 mod shared;
 mod sync;
 mod volumes;
+mod writes;
 
 use std::path::Path;
 use std::time::Duration;
 
 use rusqlite::Connection;
 
-pub use api::{ChildKind, Stamped, WriteError};
 pub use apply::{ApplyError, ApplyReport};
 pub use locks::{ActionToken, LEASE_SECS, LockHolder, ProcessId, instance_id};
 pub use shared::{LockError, Locked, NodeLock, SharedDb};
 pub use sync::{SYNC_MESSAGE_LIMIT, SyncPass, SyncPassOutcome, SyncRunner, SyncStatus};
 pub use volumes::{AttachmentRecord, AttachmentState, Event};
+pub use writes::WriteError;
 
 /// A database error.
 #[derive(Debug, thiserror::Error)]
@@ -89,25 +93,39 @@ impl Db {
 mod tests {
     use super::*;
 
-    #[test]
-    fn storage_interface_arrives_by_its_own_step_and_starts_empty() {
-        let dir = std::env::temp_dir().join(format!("bootvol-migration-{}", std::process::id()));
+    /// A database file as schema step `step` left it, with `rows` inserted, opened (so
+    /// migrated) by today's code; and the folder to remove afterwards.
+    fn opened_from_step(name: &str, step: usize, rows: &[&str]) -> (std::path::PathBuf, Db) {
+        let dir = std::env::temp_dir().join(format!("bootvol-{name}-{}", std::process::id()));
         let path = dir.join("old.db");
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         {
-            // A database as the first schema step left it, with a node in it.
             let mut conn = Connection::open(&path).unwrap();
-            migrations::migrations().to_version(&mut conn, 1).unwrap();
-            conn.execute(
-                "INSERT INTO nodes (uuid, name, driver, boot_interface, deploy_interface, provision_state) \
-                 VALUES ('44444444-4444-4444-8444-000000000001', 'old', 'fake', 'ipxe', 'direct', 'active')",
-                [],
-            )
-            .unwrap();
+            migrations::migrations().to_version(&mut conn, step).unwrap();
+            for sql in rows {
+                conn.execute(sql, []).unwrap();
+            }
         }
         let db = Db::open(&path).unwrap();
-        assert_eq!(db.schema_version().unwrap(), 6);
+        assert_eq!(db.schema_version().unwrap(), 6, "migrated to the latest step");
+        (dir, db)
+    }
+
+    /// A node as the first schema step stored it.
+    const STEP_1_NODE: &str = "INSERT INTO nodes (uuid, name, driver, boot_interface, deploy_interface, provision_state) \
+        VALUES ('44444444-4444-4444-8444-000000000001', 'old', 'fake', 'ipxe', 'direct', 'active')";
+
+    /// An attachment record and an event as step 4 stored them.
+    const STEP_4_ROWS: &[&str] = &[
+        "INSERT INTO volume_attachments (node_uuid, target_uuid, volume_id, api, state, step) \
+         VALUES ('n1', 't1', 'v1', 'attachments', 'attached', 'tagged')",
+        "INSERT INTO events (event_type, level) VALUES ('x', 'info')",
+    ];
+
+    #[test]
+    fn storage_interface_arrives_by_its_own_step_and_starts_empty() {
+        let (dir, db) = opened_from_step("migration", 1, &[STEP_1_NODE]);
         let record = db.node_record("old").unwrap().unwrap();
         assert_eq!(record.node.storage_interface, None, "no implied default in the database");
         let journal: String =
@@ -121,25 +139,7 @@ mod tests {
 
     #[test]
     fn sync_status_arrives_by_its_own_step_on_a_version_4_database() {
-        let dir = std::env::temp_dir().join(format!("bootvol-migration-5-{}", std::process::id()));
-        let path = dir.join("v4.db");
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        {
-            // A database as step 4 left it, with an attachment record and an event in it.
-            let mut conn = Connection::open(&path).unwrap();
-            migrations::migrations().to_version(&mut conn, 4).unwrap();
-            conn.execute(
-                "INSERT INTO volume_attachments (node_uuid, target_uuid, volume_id, api, state, step) \
-                 VALUES ('n1', 't1', 'v1', 'attachments', 'attached', 'tagged')",
-                [],
-            )
-            .unwrap();
-            conn.execute("INSERT INTO events (event_type, level) VALUES ('x', 'info')", [])
-                .unwrap();
-        }
-        let db = Db::open(&path).unwrap();
-        assert_eq!(db.schema_version().unwrap(), 6);
+        let (dir, db) = opened_from_step("migration-5", 4, STEP_4_ROWS);
         assert_eq!(db.sync_status().unwrap(), None, "no pass recorded yet");
         assert_eq!(db.attachment_counts().unwrap(), vec![("attached".to_owned(), 1)]);
         assert_eq!(db.events(None, 10).unwrap().len(), 1);

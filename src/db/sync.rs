@@ -68,7 +68,7 @@ impl SyncPassOutcome {
 }
 
 /// One finished sync pass, to record. Times are Unix seconds.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct SyncPass {
     pub ran_by: SyncRunner,
     pub started_at: i64,
@@ -83,20 +83,22 @@ pub struct SyncPass {
     pub message: String,
 }
 
-/// The last recorded sync pass. Times are Unix seconds.
+/// The last recorded sync pass (its fields read through it), and when the last clean one
+/// ended. Times are Unix seconds.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct SyncStatus {
-    pub ran_by: SyncRunner,
-    pub started_at: i64,
-    pub finished_at: i64,
-    pub outcome: SyncPassOutcome,
-    pub checked: i64,
-    pub updated: i64,
-    pub drifted: i64,
-    pub errors: i64,
-    pub message: String,
+    #[serde(flatten)]
+    pub pass: SyncPass,
     /// When the last pass with outcome `ok` finished (kept across passes that were not).
     pub last_ok_at: Option<i64>,
+}
+
+impl std::ops::Deref for SyncStatus {
+    type Target = SyncPass;
+
+    fn deref(&self) -> &SyncPass {
+        &self.pass
+    }
 }
 
 /// `message` cut to at most [`SYNC_MESSAGE_LIMIT`] bytes, on a character boundary.
@@ -114,15 +116,17 @@ fn truncated(message: &str) -> String {
 fn status_from_row(row: &Row<'_>) -> rusqlite::Result<(SyncStatus, String, String)> {
     Ok((
         SyncStatus {
-            ran_by: SyncRunner::Serve,
-            started_at: row.get(1)?,
-            finished_at: row.get(2)?,
-            outcome: SyncPassOutcome::Failed,
-            checked: row.get(4)?,
-            updated: row.get(5)?,
-            drifted: row.get(6)?,
-            errors: row.get(7)?,
-            message: row.get(8)?,
+            pass: SyncPass {
+                ran_by: SyncRunner::Serve,
+                started_at: row.get(1)?,
+                finished_at: row.get(2)?,
+                outcome: SyncPassOutcome::Failed,
+                checked: row.get(4)?,
+                updated: row.get(5)?,
+                drifted: row.get(6)?,
+                errors: row.get(7)?,
+                message: row.get(8)?,
+            },
             last_ok_at: row.get(9)?,
         },
         row.get(0)?,
@@ -172,9 +176,9 @@ impl Db {
         let Some((mut status, ran_by, outcome)) = row else { return Ok(None) };
         let corrupt =
             |message: String| DbError::Corrupt { table: "sync_status", key: "1".into(), message };
-        status.ran_by = SyncRunner::parse(&ran_by)
+        status.pass.ran_by = SyncRunner::parse(&ran_by)
             .ok_or_else(|| corrupt(format!("unknown ran_by {ran_by:?}")))?;
-        status.outcome = SyncPassOutcome::parse(&outcome)
+        status.pass.outcome = SyncPassOutcome::parse(&outcome)
             .ok_or_else(|| corrupt(format!("unknown outcome {outcome:?}")))?;
         Ok(Some(status))
     }
@@ -227,18 +231,8 @@ mod tests {
         let status = db.sync_status().unwrap().unwrap();
         assert_eq!(
             status,
-            SyncStatus {
-                ran_by: SyncRunner::Cli,
-                started_at: 1_699_999_998,
-                finished_at: 1_700_000_000,
-                outcome: SyncPassOutcome::Partial,
-                checked: 3,
-                updated: 1,
-                drifted: 1,
-                errors: 2,
-                message: first.message.clone(),
-                last_ok_at: None,
-            }
+            SyncStatus { pass: first, last_ok_at: None },
+            "read back as recorded, with nothing clean yet"
         );
         let json = serde_json::to_value(&status).unwrap();
         assert_eq!(json["ran_by"], "cli");
@@ -280,7 +274,7 @@ mod tests {
         let mut long = pass(SyncPassOutcome::Partial, 100);
         long.message = "error: volume é\n".repeat(1000);
         db.record_sync_pass(&long).unwrap();
-        let message = db.sync_status().unwrap().unwrap().message;
+        let message = db.sync_status().unwrap().unwrap().pass.message;
         assert!(message.len() <= SYNC_MESSAGE_LIMIT, "{}", message.len());
         assert!(message.len() > SYNC_MESSAGE_LIMIT - 8);
         assert!(message.starts_with("error: volume é\nerror: volume é\n"));

@@ -69,6 +69,19 @@ pub struct Event {
     pub created_at: String,
 }
 
+/// An event of `SELECT id, node_uuid, event_type, level, payload, created_at ...`.
+fn event_from_row(r: &Row<'_>) -> rusqlite::Result<Event> {
+    let payload: String = r.get(4)?;
+    Ok(Event {
+        id: r.get(0)?,
+        node_uuid: r.get(1)?,
+        event_type: r.get(2)?,
+        level: r.get(3)?,
+        payload: serde_json::from_str(&payload).unwrap_or(Value::Null),
+        created_at: r.get(5)?,
+    })
+}
+
 const RECORD_COLUMNS: &str = "node_uuid, target_uuid, volume_id, api, attachment_id, state, step, connector, last_error, updated_at";
 
 fn record_from_row(row: &Row<'_>) -> rusqlite::Result<(AttachmentRecord, String)> {
@@ -203,17 +216,7 @@ impl Db {
             "SELECT id, node_uuid, event_type, level, payload, created_at FROM events \
              WHERE ?1 IS NULL OR node_uuid = ?1 ORDER BY id DESC LIMIT ?2",
         )?;
-        let rows = statement.query_map(params![node_uuid, limit], |r| {
-            let payload: String = r.get(4)?;
-            Ok(Event {
-                id: r.get(0)?,
-                node_uuid: r.get(1)?,
-                event_type: r.get(2)?,
-                level: r.get(3)?,
-                payload: serde_json::from_str(&payload).unwrap_or(Value::Null),
-                created_at: r.get(5)?,
-            })
-        })?;
+        let rows = statement.query_map(params![node_uuid, limit], event_from_row)?;
         let mut events: Vec<Event> = rows.collect::<Result<_, _>>()?;
         events.reverse();
         Ok(events)
@@ -228,20 +231,8 @@ impl Db {
             "SELECT id, node_uuid, event_type, level, payload, created_at, attempts FROM events \
              WHERE delivery = 'pending' AND next_attempt_at <= ?1 ORDER BY id LIMIT ?2",
         )?;
-        let rows = statement.query_map(params![now, limit], |r| {
-            let payload: String = r.get(4)?;
-            Ok((
-                Event {
-                    id: r.get(0)?,
-                    node_uuid: r.get(1)?,
-                    event_type: r.get(2)?,
-                    level: r.get(3)?,
-                    payload: serde_json::from_str(&payload).unwrap_or(Value::Null),
-                    created_at: r.get(5)?,
-                },
-                r.get(6)?,
-            ))
-        })?;
+        let rows =
+            statement.query_map(params![now, limit], |r| Ok((event_from_row(r)?, r.get(6)?)))?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 

@@ -4,6 +4,9 @@
 //! Nothing here does I/O or knows SQL, HTTP or iPXE. Records are only built from values that
 //! passed their parsers (see `inventory` for the edge that parses files).
 
+pub mod capabilities;
+mod checks;
+mod child;
 mod values;
 
 use std::fmt;
@@ -12,6 +15,8 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+pub use checks::{check_file_name, check_http_url, check_nfs_export, check_script_value};
+pub use child::{Child, ChildKind, EditRule, Stamped};
 pub use values::{
     Host, ISCSI_DEFAULT_PORT, IscsiName, Lun, MacAddr, Portal, ValueError, Wwn,
     parse_capability_bool, parse_host,
@@ -151,7 +156,7 @@ impl Node {
     }
 
     /// The node's `properties.capabilities`, parsed.
-    pub fn capabilities(&self) -> Result<crate::capabilities::NodeCapabilities, ValueError> {
+    pub fn capabilities(&self) -> Result<capabilities::NodeCapabilities, ValueError> {
         match self.properties.get("capabilities") {
             None | Some(Value::Null) => Ok(Default::default()),
             Some(Value::String(text)) => text.parse(),
@@ -216,6 +221,24 @@ pub struct NodeRecord {
     pub volume_connectors: Vec<VolumeConnector>,
     /// Sorted by `boot_index`.
     pub volume_targets: Vec<VolumeTarget>,
+}
+
+impl NodeRecord {
+    /// The port, connector or target with this UUID.
+    pub fn child(&self, kind: ChildKind, uuid: &str) -> Option<Child> {
+        match kind {
+            ChildKind::Port => self.ports.iter().find(|p| p.uuid == uuid).cloned().map(Child::Port),
+            ChildKind::Connector => self
+                .volume_connectors
+                .iter()
+                .find(|c| c.uuid == uuid)
+                .cloned()
+                .map(Child::Connector),
+            ChildKind::Target => {
+                self.volume_targets.iter().find(|t| t.uuid == uuid).cloned().map(Child::Target)
+            }
+        }
+    }
 }
 
 /// Parses a connector id according to its type and returns its canonical form: MACs and WWNs

@@ -6,6 +6,8 @@
 //!   `src/app.rs`;
 //! - `reqwest` only in the Cinder client (`src/cinder/`), the power drivers (`src/power/`) and the
 //!   notifier (`src/conductor/notify.rs`);
+//! - the front ends (`src/api/`, `src/admin/`) never name the `db` module: they reach data
+//!   through the node service (`src/nodes/`) and the conductor;
 //! - every `.rs` file under `src/` and `crates/*/src/` starts with a `//!` header;
 //! - `src/lib.rs`'s layout names every module it declares;
 //! - every workspace member is a default member (so `cargo test --locked` tests them all) and
@@ -277,6 +279,48 @@ fn boundary_violations(files: &[(String, String)]) -> Vec<String> {
     found
 }
 
+/// Folders that must not name `crate::db` (ARCHITECTURE.md: the front ends reach data through
+/// the node service and the conductor).
+const WITHOUT_DB: &[&str] = &["src/api/", "src/admin/"];
+
+/// Lines of `code` that name the crate's `db` module: `crate::db` as a path, or `db` inside a
+/// `crate::{...}` group.
+fn db_uses(code: &str) -> Vec<usize> {
+    let is_ident = |c: char| c.is_alphanumeric() || c == '_';
+    let line_of = |at: usize| code[..at].matches('\n').count() + 1;
+    let mut lines = Vec::new();
+    let mut from = 0;
+    while let Some(found) = code[from..].find("crate::") {
+        let start = from + found;
+        from = start + "crate::".len();
+        if code[..start].ends_with(is_ident) {
+            continue; // `bootvol_crate::`, not ours
+        }
+        let rest = &code[from..];
+        if rest.starts_with("db") && !rest["db".len()..].starts_with(is_ident) {
+            lines.push(line_of(start));
+        } else if let Some(group) = rest.strip_prefix('{') {
+            let group = &group[..group.find('}').unwrap_or(group.len())];
+            if group.split(|c: char| !is_ident(c)).any(|word| word == "db") {
+                lines.push(line_of(start));
+            }
+        }
+    }
+    lines
+}
+
+/// `path:line: ...` for every use of `crate::db` in the front ends.
+fn db_violations(files: &[(String, String)]) -> Vec<String> {
+    let mut found = Vec::new();
+    for (path, text) in files.iter().filter(|(p, _)| WITHOUT_DB.iter().any(|w| p.starts_with(w))) {
+        for line in db_uses(&code_only(text)) {
+            let source = text.lines().nth(line - 1).unwrap_or("").trim();
+            found.push(format!("{path}:{line}: a front end names `db`: {source}"));
+        }
+    }
+    found
+}
+
 /// `path:1: ...` for every file whose first line is not a `//!` header.
 fn header_violations(files: &[(String, String)]) -> Vec<String> {
     files
@@ -324,6 +368,27 @@ fn crates_stay_behind_their_boundaries() {
         "a crate is used outside the modules that own it (ARCHITECTURE.md, Invariants)",
         &boundary_violations(&source_files()),
     );
+}
+
+#[test]
+fn the_front_ends_do_not_reach_the_database_directly() {
+    report(
+        "a front end names the db module (it goes through src/nodes/ and the conductor)",
+        &db_violations(&source_files()),
+    );
+}
+
+#[test]
+fn db_uses_are_found_in_every_form() {
+    let files = one_file(
+        "src/api/x.rs",
+        "//! x\nuse crate::db::Db;\nuse crate::{model, db::SharedDb};\nfn f() { crate::db::open(); }\n\
+         // crate::db in a comment\nuse crate::dbx; use crate::nodes::db_like;\n",
+    );
+    let found = db_violations(&files);
+    assert_eq!(found.len(), 3, "{found:#?}");
+    assert!(found[0].starts_with("src/api/x.rs:2:"), "{found:#?}");
+    assert!(db_violations(&one_file("src/http/x.rs", "//! x\nuse crate::db::Db;\n")).is_empty());
 }
 
 #[test]

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::str::FromStr;
 
-use crate::model::{
+use super::{
     BootInterfaceName, DeployInterfaceName, ValueError, VolumeType, parse_capability_bool,
 };
 

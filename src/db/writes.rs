@@ -1,0 +1,340 @@
+//! One write path per row. The per-row primitives (insert, update and delete of a node, a port,
+//! a volume connector or a volume target, and each kind's uniqueness rule) run inside a
+//! transaction the caller holds; `apply_inventory` (many rows, one transaction) and the single
+//! writes below (one row, one transaction, for the node service) both use them. Values arrive
+//! already checked by the `inventory` parsers. Uniqueness conflicts come back as
+//! [`WriteError::Conflict`] with the operator's message; nothing is half-written.
+
+use rusqlite::types::Value as SqlValue;
+use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
+
+use super::rows::node_id;
+use super::{Db, DbError};
+use crate::inventory::{ChildSpec, NodeSpec};
+use crate::model::{ChildKind, JsonMap, ProvisionState};
+
+/// Why a write did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    /// A unique field is already used (a name, a MAC, a connector, a boot index).
+    #[error("{0}")]
+    Conflict(String),
+    /// The row (or the node it names) does not exist.
+    #[error("{0}")]
+    NotFound(String),
+    #[error(transparent)]
+    Db(#[from] DbError),
+}
+
+impl From<rusqlite::Error> for WriteError {
+    fn from(e: rusqlite::Error) -> Self {
+        WriteError::Db(DbError::Sqlite(e))
+    }
+}
+
+/// The row that already holds a value that must be unique.
+#[derive(Debug)]
+pub(super) struct Holder {
+    pub(super) uuid: String,
+    pub(super) node_id: i64,
+    pub(super) node_name: String,
+}
+
+fn to_json(map: &JsonMap) -> SqlValue {
+    SqlValue::Text(serde_json::Value::Object(map.clone()).to_string())
+}
+
+fn text(s: &str) -> SqlValue {
+    SqlValue::Text(s.to_owned())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Nodes
+
+/// The operator's columns of a node, as `?4`.. of [`insert_node`] and [`update_node`]: name,
+/// driver, driver_info, properties, instance_info, extra, storage_interface, boot_interface,
+/// deploy_interface.
+fn node_values(spec: &NodeSpec) -> [SqlValue; 9] {
+    [
+        text(&spec.name),
+        text(spec.driver.as_str()),
+        to_json(&spec.driver_info),
+        to_json(&spec.properties),
+        to_json(&spec.instance_info),
+        to_json(&spec.extra),
+        spec.storage_interface.map_or(SqlValue::Null, |s| text(s.as_str())),
+        text(spec.boot_interface.as_str()),
+        text(spec.deploy_interface.as_str()),
+    ]
+}
+
+/// `?1` the UUID, `?2` the provision state, `?3` maintenance, then [`node_values`].
+fn node_params(
+    uuid: &str,
+    provision_state: Option<ProvisionState>,
+    spec: &NodeSpec,
+) -> impl rusqlite::Params {
+    let head = [
+        text(uuid),
+        provision_state.map_or(SqlValue::Null, |p| text(p.as_str())),
+        spec.maintenance.map_or(SqlValue::Null, |m| SqlValue::Integer(i64::from(m))),
+    ];
+    params_from_iter(head.into_iter().chain(node_values(spec)))
+}
+
+/// Inserts a node row (no children); returns its id.
+pub(super) fn insert_node(
+    conn: &Connection,
+    uuid: &str,
+    spec: &NodeSpec,
+    provision_state: ProvisionState,
+) -> rusqlite::Result<i64> {
+    conn.execute(
+        "INSERT INTO nodes (uuid, provision_state, maintenance, name, driver, driver_info, properties, \
+         instance_info, extra, storage_interface, boot_interface, deploy_interface) \
+         VALUES (?1, ?2, COALESCE(?3, 0), ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+        node_params(uuid, Some(provision_state), spec),
+    )?;
+    Ok(conn.last_insert_rowid())
+}
+
+/// Updates a node's operator columns; `provision_state` and `spec.maintenance` only when given.
+/// Returns how many rows changed (0: no such node).
+pub(super) fn update_node(
+    conn: &Connection,
+    uuid: &str,
+    spec: &NodeSpec,
+    provision_state: Option<ProvisionState>,
+) -> rusqlite::Result<usize> {
+    conn.execute(
+        "UPDATE nodes SET provision_state = COALESCE(?2, provision_state), maintenance = COALESCE(?3, maintenance), \
+         name = ?4, driver = ?5, driver_info = ?6, properties = ?7, instance_info = ?8, extra = ?9, \
+         storage_interface = ?10, boot_interface = ?11, deploy_interface = ?12, \
+         updated_at = strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now') WHERE uuid = ?1",
+        node_params(uuid, provision_state, spec),
+    )
+}
+
+/// The UUID of the node that is named `name`, or whose UUID is `name` (a name must not be
+/// mistaken for another node's UUID).
+pub(super) fn name_holder(conn: &Connection, name: &str) -> rusqlite::Result<Option<String>> {
+    conn.query_row("SELECT uuid FROM nodes WHERE name = ?1 OR uuid = ?1", params![name], |r| {
+        r.get(0)
+    })
+    .optional()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Ports, volume connectors, volume targets
+
+/// A child's own columns, as `?3`.. of its INSERT and UPDATE (see [`child_statements`]).
+fn child_values(spec: &ChildSpec) -> Vec<SqlValue> {
+    match spec {
+        ChildSpec::Port(p) => vec![text(&p.address.to_string()), to_json(&p.extra)],
+        ChildSpec::Connector(c) => {
+            vec![text(c.connector_type.as_str()), text(&c.connector_id), to_json(&c.extra)]
+        }
+        ChildSpec::Target(t) => vec![
+            text(t.volume_type.as_str()),
+            SqlValue::Integer(i64::from(t.boot_index)),
+            text(&t.volume_id),
+            to_json(&t.properties.clone().unwrap_or_default()),
+            to_json(&t.extra),
+        ],
+    }
+}
+
+/// Each kind's INSERT and UPDATE: `?1` the row's UUID, `?2` its node's id, then
+/// [`child_values`].
+fn child_statements(kind: ChildKind) -> (&'static str, &'static str) {
+    match kind {
+        ChildKind::Port => (
+            "INSERT INTO ports (uuid, node_id, address, extra) VALUES (?1, ?2, ?3, ?4)",
+            "UPDATE ports SET node_id = ?2, address = ?3, extra = ?4, \
+             updated_at = strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now') WHERE uuid = ?1",
+        ),
+        ChildKind::Connector => (
+            "INSERT INTO volume_connectors (uuid, node_id, type, connector_id, extra) \
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+            "UPDATE volume_connectors SET node_id = ?2, type = ?3, connector_id = ?4, extra = ?5, \
+             updated_at = strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now') WHERE uuid = ?1",
+        ),
+        ChildKind::Target => (
+            "INSERT INTO volume_targets (uuid, node_id, volume_type, boot_index, volume_id, properties, extra) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            "UPDATE volume_targets SET node_id = ?2, volume_type = ?3, boot_index = ?4, volume_id = ?5, \
+             properties = ?6, extra = ?7, updated_at = strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now') \
+             WHERE uuid = ?1",
+        ),
+    }
+}
+
+fn child_params(uuid: &str, node_id: i64, spec: &ChildSpec) -> impl rusqlite::Params {
+    let head = [text(uuid), SqlValue::Integer(node_id)];
+    params_from_iter(head.into_iter().chain(child_values(spec)))
+}
+
+/// Inserts a port, connector or target of node `node_id`.
+pub(super) fn insert_child(
+    conn: &Connection,
+    uuid: &str,
+    node_id: i64,
+    spec: &ChildSpec,
+) -> rusqlite::Result<()> {
+    conn.execute(child_statements(spec.kind()).0, child_params(uuid, node_id, spec))?;
+    Ok(())
+}
+
+/// Updates a port, connector or target (moving it to node `node_id`); how many rows changed.
+pub(super) fn update_child(
+    conn: &Connection,
+    uuid: &str,
+    node_id: i64,
+    spec: &ChildSpec,
+) -> rusqlite::Result<usize> {
+    conn.execute(child_statements(spec.kind()).1, child_params(uuid, node_id, spec))
+}
+
+/// Deletes a port, connector or target; how many rows went.
+pub(super) fn delete_child(
+    conn: &Connection,
+    kind: ChildKind,
+    uuid: &str,
+) -> rusqlite::Result<usize> {
+    conn.execute(&format!("DELETE FROM {} WHERE uuid = ?1", kind.table()), params![uuid])
+}
+
+/// The row that holds what must be unique about `spec` (on node `node_id`): a port's MAC
+/// (unique everywhere), a connector's type and id (unique everywhere), a target's boot index
+/// (unique per node).
+pub(super) fn holder(
+    conn: &Connection,
+    spec: &ChildSpec,
+    node_id: i64,
+) -> rusqlite::Result<Option<Holder>> {
+    let (sql, args) = match spec {
+        ChildSpec::Port(p) => (
+            "SELECT c.uuid, c.node_id, n.name FROM ports c JOIN nodes n ON n.id = c.node_id \
+             WHERE c.address = ?1",
+            vec![text(&p.address.to_string())],
+        ),
+        ChildSpec::Connector(c) => (
+            "SELECT c.uuid, c.node_id, n.name FROM volume_connectors c JOIN nodes n ON n.id = c.node_id \
+             WHERE c.type = ?1 AND c.connector_id = ?2",
+            vec![text(c.connector_type.as_str()), text(&c.connector_id)],
+        ),
+        ChildSpec::Target(t) => (
+            "SELECT c.uuid, c.node_id, n.name FROM volume_targets c JOIN nodes n ON n.id = c.node_id \
+             WHERE c.node_id = ?1 AND c.boot_index = ?2",
+            vec![SqlValue::Integer(node_id), SqlValue::Integer(i64::from(t.boot_index))],
+        ),
+    };
+    conn.query_row(sql, params_from_iter(args), |r| {
+        Ok(Holder { uuid: r.get(0)?, node_id: r.get(1)?, node_name: r.get(2)? })
+    })
+    .optional()
+}
+
+/// The single writes' message for a taken unique value.
+fn conflict_message(spec: &ChildSpec, node_uuid: &str) -> String {
+    match spec {
+        ChildSpec::Port(p) => format!("A port with MAC address {} already exists.", p.address),
+        ChildSpec::Connector(c) => format!(
+            "A volume connector with type {} and connector ID {} already exists.",
+            c.connector_type, c.connector_id
+        ),
+        ChildSpec::Target(t) => format!(
+            "A volume target with boot index '{}' for node {node_uuid} already exists.",
+            t.boot_index
+        ),
+    }
+}
+
+fn exists(conn: &Connection, kind: ChildKind, uuid: &str) -> rusqlite::Result<bool> {
+    let sql = format!("SELECT 1 FROM {} WHERE uuid = ?1", kind.table());
+    Ok(conn.query_row(&sql, params![uuid], |_| Ok(())).optional()?.is_some())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Single writes, one transaction each
+
+impl Db {
+    /// Creates a node (no children) with this UUID in `provision_state`.
+    pub fn create_node(
+        &self,
+        uuid: &str,
+        spec: &NodeSpec,
+        provision_state: ProvisionState,
+    ) -> Result<(), WriteError> {
+        let tx = self.conn.unchecked_transaction()?;
+        if let Some(owner) = name_holder(&tx, &spec.name)? {
+            return Err(name_taken(spec, &owner));
+        }
+        if node_id(&tx, uuid)?.is_some() {
+            return Err(WriteError::Conflict(format!("A node with UUID {uuid} already exists.")));
+        }
+        insert_node(&tx, uuid, spec, provision_state)?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Updates a node's operator fields (identity, driver, interfaces, the JSON fields, and
+    /// maintenance when the spec gives it); states are the conductor's and are not touched.
+    pub fn update_node(&self, uuid: &str, spec: &NodeSpec) -> Result<(), WriteError> {
+        let tx = self.conn.unchecked_transaction()?;
+        if let Some(owner) = name_holder(&tx, &spec.name)?.filter(|owner| owner != uuid) {
+            return Err(name_taken(spec, &owner));
+        }
+        if update_node(&tx, uuid, spec, None)? == 0 {
+            return Err(WriteError::NotFound(format!("node {uuid} could not be found")));
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Creates (`existing` false) or updates a port, connector or target of node `node_uuid`,
+    /// refusing a value another row holds (each kind's rule: `holder`).
+    pub fn write_child(
+        &self,
+        uuid: &str,
+        node_uuid: &str,
+        spec: &ChildSpec,
+        existing: bool,
+    ) -> Result<(), WriteError> {
+        let kind = spec.kind();
+        let tx = self.conn.unchecked_transaction()?;
+        let Some(node_id) = node_id(&tx, node_uuid)? else {
+            return Err(WriteError::NotFound(format!("node {node_uuid} could not be found")));
+        };
+        if holder(&tx, spec, node_id)?.is_some_and(|h| h.uuid != uuid) {
+            return Err(WriteError::Conflict(conflict_message(spec, node_uuid)));
+        }
+        if existing {
+            if update_child(&tx, uuid, node_id, spec)? == 0 {
+                return Err(WriteError::NotFound(format!(
+                    "{} {uuid} could not be found.",
+                    kind.title()
+                )));
+            }
+        } else {
+            if exists(&tx, kind, uuid)? {
+                return Err(WriteError::Conflict(format!(
+                    "A {} with UUID {uuid} already exists.",
+                    kind.label()
+                )));
+            }
+            insert_child(&tx, uuid, node_id, spec)?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Deletes a port, connector or target by UUID; false when there was none.
+    pub fn delete_child(&self, kind: ChildKind, uuid: &str) -> Result<bool, DbError> {
+        Ok(delete_child(&self.conn, kind, uuid)? > 0)
+    }
+}
+
+fn name_taken(spec: &NodeSpec, owner: &str) -> WriteError {
+    WriteError::Conflict(format!("A node with name {} already exists ({owner}).", spec.name))
+}
