@@ -5,8 +5,9 @@
 //! Pure: text in, a verdict out. The messages never repeat a value that may be a secret.
 
 /// Refuses a value that could change an iPXE script's meaning: whitespace or a control
-/// character (new line, new argument), `$` (`${...}` expansion), `#` (comment), a quote, or a
-/// trailing backslash (line continuation). iPXE has no reliable escape, so refusing is the
+/// character (new line, new argument), `$` (`${...}` expansion), `#` (comment), a quote, a
+/// trailing backslash (line continuation), or a whole value that is one of iPXE's command
+/// separators (`&&`, `||`, `;`). iPXE has no reliable escape, so refusing is the
 /// only safe answer. The message never repeats the value: it may be a secret.
 pub fn check_script_value(text: &str) -> Result<(), String> {
     if let Some(c) = text
@@ -20,6 +21,13 @@ pub fn check_script_value(text: &str) -> Result<(), String> {
     }
     if text.is_empty() {
         return Err("an empty value cannot appear in an iPXE script".into());
+    }
+    // iPXE splits a command line at these whole tokens (`src/core/exec.c`): as a value (or one
+    // argument of `kernel_append_params`) each would start another command.
+    if matches!(text, "&&" | "||" | ";") {
+        return Err(format!(
+            "a value is {text:?}, a command separator, which cannot appear in an iPXE script"
+        ));
     }
     Ok(())
 }

