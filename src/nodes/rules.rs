@@ -28,7 +28,11 @@ impl NodeService {
         let moved = stored.filter(|s| s.node_uuid != node_uuid);
         match kind.edit_rule() {
             EditRule::Address => {
-                // Adding a port is always allowed; a new address or node is the rule's.
+                // A new port, a new address or a move is the rule's: the new MAC would get the
+                // node's script.
+                if stored.is_none() {
+                    self.check_rule(kind, node_uuid).await?;
+                }
                 let readdressed = match (stored.map(|s| &s.item), spec) {
                     (Some(Child::Port(old)), ChildSpec::Port(new)) => old.address != new.address,
                     _ => false,

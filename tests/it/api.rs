@@ -507,6 +507,11 @@ fn ports_connectors_targets_and_their_rules() {
     assert_eq!(status, 400, "{body}");
     assert!(fault(&body).contains("maintenance"), "{body}");
     assert_eq!(api.v("DELETE", &port_path, None).0, 400);
+    // A new port too: its MAC would get the node's script (CHAP secrets included).
+    let new_port = json!({"node_uuid": uuid, "address": "52:54:00:aa:00:0a"});
+    let (status, body) = api.v("POST", "/v1/ports", Some(new_port.clone()));
+    assert_eq!(status, 400, "{body}");
+    assert!(fault(&body).contains("maintenance"), "{body}");
     // Maintenance: bad bodies refused with a message; set with a reason; cleared.
     for bad in
         [json!({"reason": 5}), json!({"why": "x"}), json!({"reason": "two\nlines"}), json!([])]
@@ -528,6 +533,10 @@ fn ports_connectors_targets_and_their_rules() {
     let (status, body) = api.v("PATCH", &port_path, Some(readdress("52:54:00:aa:00:09")));
     assert_eq!((status, body["address"].as_str()), (200, Some("52:54:00:aa:00:09")), "{body}");
     assert_eq!(api.v("PATCH", &port_path, Some(readdress("52:54:00:aa:00:03"))).0, 200);
+    let (status, body) = api.v("POST", "/v1/ports", Some(new_port));
+    assert_eq!(status, 201, "in maintenance a port may be added: {body}");
+    let added = format!("/v1/ports/{}", body["uuid"].as_str().unwrap());
+    assert_eq!(api.v("DELETE", &added, None).0, 204);
     assert_eq!(api.v("DELETE", "/v1/nodes/n1/maintenance", None).0, 202);
     let (_, doc) = api.v("GET", "/v1/nodes/n1", None);
     assert_eq!((&doc["maintenance"], &doc["maintenance_reason"]), (&json!(false), &Value::Null));
