@@ -16,11 +16,15 @@ use crate::secrets::{MASK, is_secret_key, mask, mask_map};
 /// The events shown on a node page.
 const EVENTS: u32 = 50;
 
-/// Every secret string (at any depth) of `map`.
+/// Every secret value (at any depth) of `map` as it prints in a script: strings, and numbers
+/// as written (a numeric CHAP password prints as its digits).
 fn collect_secrets(map: &Map<String, Value>, out: &mut Vec<String>) {
     for (key, value) in map {
+        if is_secret_key(key) {
+            secret_texts(value, out);
+            continue;
+        }
         match value {
-            Value::String(s) if is_secret_key(key) && !s.is_empty() => out.push(s.clone()),
             Value::Object(inner) => collect_secrets(inner, out),
             Value::Array(items) => {
                 for item in items {
@@ -31,6 +35,18 @@ fn collect_secrets(map: &Map<String, Value>, out: &mut Vec<String>) {
             }
             _ => {}
         }
+    }
+}
+
+/// The printable texts of a secret value, whatever its JSON type (booleans and null are not
+/// secrets' values: masking every `true` would mask the script, not the secret).
+fn secret_texts(value: &Value, out: &mut Vec<String>) {
+    match value {
+        Value::String(s) if !s.is_empty() => out.push(s.clone()),
+        Value::Number(n) => out.push(n.to_string()),
+        Value::Array(items) => items.iter().for_each(|v| secret_texts(v, out)),
+        Value::Object(inner) => inner.values().for_each(|v| secret_texts(v, out)),
+        _ => {}
     }
 }
 
@@ -221,5 +237,21 @@ mod tests {
         let maps = [driver_info.as_object().unwrap(), instance_info.as_object().unwrap()];
         let text = mask_secrets("set password pwlonger\nset p pw\nset t tk\n", &maps);
         assert_eq!(text, format!("set password {MASK}\nset p {MASK}\nset t {MASK}\n"));
+    }
+}
+
+#[cfg(test)]
+mod masking_tests {
+    use super::*;
+
+    #[test]
+    fn secrets_are_masked_whatever_their_json_type() {
+        let props = json!({"auth_username": "u", "auth_password": 123456789012_u64,
+            "nested": {"auth_reverse_password": "rev-secret"}, "keys": {"chap_secret": [42.5]}});
+        let script = "set username u\nset password 123456789012\nset reverse rev-secret\nx 42.5\n";
+        let masked = mask_secrets(script, &[props.as_object().unwrap()]);
+        assert!(!masked.contains("123456789012"), "{masked}");
+        assert!(!masked.contains("rev-secret"), "{masked}");
+        assert!(masked.contains("set username u"), "a user name is not a secret: {masked}");
     }
 }
