@@ -103,6 +103,16 @@ impl Sessions {
                 entries.remove(&k);
             }
         }
+        // Still full (every session has a user: under `noauth` each visit opens one): the
+        // sessions idle longest go, so no client can grow the table past the cap.
+        if entries.len() >= MAX_SESSIONS {
+            let mut oldest: Vec<(String, Instant)> =
+                entries.iter().map(|(k, e)| (k.clone(), e.expires)).collect();
+            oldest.sort_by_key(|(_, expires)| *expires);
+            for (k, _) in oldest.into_iter().take(entries.len() + 1 - MAX_SESSIONS) {
+                entries.remove(&k);
+            }
+        }
         entries.insert(id, Entry { session: session.clone(), expires: now + timeout, flash: None });
         (cookie, session)
     }
@@ -198,6 +208,18 @@ mod tests {
         assert!(sessions.get(id).is_none());
         sessions.close(&cookie);
         assert!(sessions.get(&cookie).is_none());
+    }
+
+    #[test]
+    fn sessions_with_a_user_are_capped_too() {
+        let sessions = Sessions::new();
+        let (first, _) = sessions.open(Some("(noauth)".into()));
+        for _ in 0..MAX_SESSIONS + 50 {
+            sessions.open(Some("(noauth)".into()));
+        }
+        let held = sessions.entries.lock().unwrap().len();
+        assert!(held <= MAX_SESSIONS, "{held} sessions held");
+        assert!(sessions.get(&first).is_none(), "the session idle longest went first");
     }
 
     #[test]
