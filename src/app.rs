@@ -104,8 +104,12 @@ pub async fn serve(
     let http_addr = listeners.http.local_addr()?;
     let tftp_addr = listeners.tftp.local_addr()?;
     let api_addr = listeners.api.local_addr()?;
-    let api_state = crate::api::ApiState::new(Arc::new(config.clone()), conductor.clone())
-        .with_recent_boots(Arc::clone(&recent));
+    let api_state = crate::api::ApiState::new(
+        Arc::new(config.clone()),
+        conductor.clone(),
+        Arc::clone(&recent),
+        api_addr,
+    );
     tracing::info!(http = %http_addr, tftp = %tftp_addr, api = %api_addr, auth = ?config.api.auth_strategy, nodes = snapshot.current.load().node_count(),
         startup_ms = started.elapsed().as_millis() as u64, "serving");
     // Installed before any listener answers: a SIGTERM that arrives once a request was answered

@@ -224,6 +224,10 @@ pub struct ApiSection {
     pub auth_strategy: ApiAuthStrategy,
     /// Ironic's option: the htpasswd file of `http_basic` (bcrypt entries only), read at start.
     pub http_basic_auth_user_file: PathBuf,
+    /// Ironic's option: the URL clients reach the API at (`https://bootvol.example:6385`, for a
+    /// proxy or a wildcard listener), the base of every link in an answer. Empty: the
+    /// listener's bound address. The request's `Host` header is never used.
+    pub public_endpoint: String,
 }
 
 impl Default for ApiSection {
@@ -232,6 +236,7 @@ impl Default for ApiSection {
             listen: SocketAddr::from(([127, 0, 0, 1], 6385)),
             auth_strategy: ApiAuthStrategy::HttpBasic,
             http_basic_auth_user_file: PathBuf::from("/etc/bootvol/htpasswd"),
+            public_endpoint: String::new(),
         }
     }
 }
@@ -433,6 +438,18 @@ impl Config {
             ));
         }
         crate::model::check_http_url(&self.http.public_url).map_err(|m| ("http.public_url", m))?;
+        if !self.api.public_endpoint.is_empty() {
+            crate::model::check_http_url(&self.api.public_endpoint)
+                .map_err(|m| ("api.public_endpoint", m))?;
+            if self
+                .api
+                .public_endpoint
+                .chars()
+                .any(|c| c.is_whitespace() || c.is_control() || c == '"')
+            {
+                return Err(("api.public_endpoint", "must be a plain URL".into()));
+            }
+        }
         crate::model::check_script_value(&self.http.public_url)
             .map_err(|m| ("http.public_url", m))?;
         if self.http.public_url.ends_with('/') {

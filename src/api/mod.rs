@@ -60,6 +60,9 @@ struct Inner {
     config: Arc<Config>,
     auth: Auth,
     recent: Arc<crate::recent::RecentBoots>,
+    /// The base of every link in an answer (`http://host:port`): `[api] public_endpoint`, else
+    /// the listener's bound address. Never the request's `Host` header.
+    endpoint: String,
 }
 
 impl std::fmt::Debug for ApiState {
@@ -69,9 +72,15 @@ impl std::fmt::Debug for ApiState {
 }
 
 impl ApiState {
-    /// The API over `conductor`; with `http_basic`, the user file is read now (a file that
-    /// cannot be read is logged and every authenticated request is refused).
-    pub fn new(config: Arc<Config>, conductor: Conductor) -> ApiState {
+    /// The API over `conductor`, answering on `local` (the bound listener), showing the admin
+    /// page the boot requests `recent` holds. With `http_basic`, the user file is read now (a
+    /// file that cannot be read is logged and every authenticated request is refused).
+    pub fn new(
+        config: Arc<Config>,
+        conductor: Conductor,
+        recent: Arc<crate::recent::RecentBoots>,
+        local: std::net::SocketAddr,
+    ) -> ApiState {
         let auth = match config.api.auth_strategy {
             ApiAuthStrategy::Noauth => Auth::Noauth,
             ApiAuthStrategy::HttpBasic => {
@@ -84,29 +93,16 @@ impl ApiState {
                 }
             }
         };
-        let recent = Arc::default();
+        let endpoint = if config.api.public_endpoint.is_empty() {
+            if local.ip().is_unspecified() {
+                tracing::warn!(listen = %local, "[api] listens on a wildcard address and public_endpoint is not set: links in answers name the wildcard address");
+            }
+            format!("http://{local}")
+        } else {
+            config.api.public_endpoint.trim_end_matches('/').to_owned()
+        };
         let nodes = NodeService::new(conductor.clone());
-        ApiState { inner: Arc::new(Inner { conductor, nodes, config, auth, recent }) }
-    }
-
-    /// The recent boot requests the admin page shows (fed by the boot listeners). Call it right
-    /// after [`ApiState::new`]: on a state already shared, the new one refuses every request
-    /// (fail closed).
-    pub fn with_recent_boots(self, recent: Arc<crate::recent::RecentBoots>) -> ApiState {
-        let inner = Arc::try_unwrap(self.inner).map_or_else(
-            |shared| Inner {
-                conductor: shared.conductor.clone(),
-                nodes: shared.nodes.clone(),
-                config: Arc::clone(&shared.config),
-                auth: Auth::Broken,
-                recent: Arc::clone(&recent),
-            },
-            |mut inner| {
-                inner.recent = Arc::clone(&recent);
-                inner
-            },
-        );
-        ApiState { inner: Arc::new(inner) }
+        ApiState { inner: Arc::new(Inner { conductor, nodes, config, auth, recent, endpoint }) }
     }
 
     /// The recent boot requests.
@@ -437,12 +433,7 @@ async fn dispatch(
     body: Body,
     minor: u32,
 ) -> ApiResult {
-    let host = headers
-        .get(header::HOST)
-        .and_then(|v| v.to_str().ok())
-        .filter(|h| h.bytes().all(|b| b.is_ascii_graphic()))
-        .map_or_else(|| state.inner.config.api.listen.to_string(), str::to_owned);
-    let base = format!("http://{host}");
+    let base = state.inner.endpoint.clone();
     let path = uri.path();
     let trimmed = path.trim_end_matches('/');
     let segments: Vec<&str> =

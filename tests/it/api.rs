@@ -671,6 +671,22 @@ fn hostile_input_gets_4xx_with_a_message_and_writes_nothing() {
         assert!(!fault(&reply).is_empty());
         assert!(header(&headers, "content-type").unwrap().starts_with("application/json"));
     }
+    // Links never reflect the request's Host header: they name the listener (or public_endpoint).
+    let evil = [
+        ("Host", "evil.example\"><script>"),
+        ("X-OpenStack-Ironic-API-Version", "1.38"),
+        ("Content-Type", "application/json"),
+    ];
+    let node = json!({"name": "linked", "driver": "fake"}).to_string();
+    for (method, path, body) in
+        [("GET", "/", None), ("GET", "/v1/", None), ("POST", "/v1/nodes", Some(node.as_str()))]
+    {
+        let (status, _, reply) = api.call(method, path, body, &evil);
+        assert!(status == 200 || status == 201, "{path}: {status} {reply}");
+        assert!(!reply.to_string().contains("evil.example"), "{path}: {reply}");
+        assert!(reply.to_string().contains(&api.base), "{path}: {reply}");
+    }
+    assert_eq!(api.call("DELETE", "/v1/nodes/linked", None, &evil).0, 204);
     // iPXE's command separators, as a word of kernel_append_params or a whole value: 400 naming
     // the field.
     for (field, value) in [
