@@ -26,6 +26,7 @@
 //!   [`power`] (the power drivers: fake, Redfish, IPMI); [`storage`] (Ironic's storage interface:
 //!   attaching and detaching volumes); [`cinder`] (the Cinder/Keystone REST client).
 //! - Front ends: [`api`] (the Ironic-compatible REST API; the only module that knows its JSON);
+//!   [`limiter`] (per-address limits on log-ins and failed authentications);
 //!   [`admin`] (the local admin web page); [`cli`] (the `bootvol` commands, wiring the above
 //!   together); [`app`] (`bootvol serve`: the listeners, the snapshot watcher and background
 //!   work, until shutdown); [`services`] (background work as named services, drained at
@@ -43,6 +44,7 @@ pub mod db;
 pub mod files;
 pub mod http;
 pub mod inventory;
+pub mod limiter;
 pub mod model;
 pub mod nodes;
 pub mod power;

@@ -34,8 +34,9 @@ use minijinja::{Environment, context};
 use serde::Serialize;
 
 use crate::api::ApiState;
+use crate::limiter::LoginLimiter;
 use node::node_page;
-use session::{LoginLimiter, Sessions};
+use session::Sessions;
 
 /// The session cookie's name.
 pub const COOKIE: &str = "bootvol_admin";

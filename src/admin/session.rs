@@ -155,45 +155,6 @@ impl Sessions {
     }
 }
 
-/// Log-in attempts per client address: at most `limit` per `window`.
-pub(super) struct LoginLimiter {
-    limit: u32,
-    window: Duration,
-    clients: Mutex<HashMap<String, (Instant, u32)>>,
-}
-
-impl std::fmt::Debug for LoginLimiter {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LoginLimiter").field("limit", &self.limit).finish_non_exhaustive()
-    }
-}
-
-impl LoginLimiter {
-    pub(super) fn new(limit: u32, window: Duration) -> LoginLimiter {
-        LoginLimiter { limit, window, clients: Mutex::new(HashMap::new()) }
-    }
-
-    /// Records an attempt; false when the client is over its limit.
-    pub(super) fn attempt(&self, client: &str) -> bool {
-        let now = Instant::now();
-        let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
-        if clients.len() > 10_000 {
-            clients.retain(|_, (start, _)| now.duration_since(*start) < self.window);
-        }
-        let entry = clients.entry(client.to_owned()).or_insert((now, 0));
-        if now.duration_since(entry.0) >= self.window {
-            *entry = (now, 0);
-        }
-        entry.1 += 1;
-        entry.1 <= self.limit
-    }
-
-    /// Forgets a client's attempts (after a successful log-in).
-    pub(super) fn reset(&self, client: &str) {
-        self.clients.lock().unwrap_or_else(|p| p.into_inner()).remove(client);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -240,16 +201,5 @@ mod tests {
         assert!(!same_token("abc", "abd"));
         assert!(!same_token("", ""));
         assert!(!same_token("ab", "abc"));
-    }
-
-    #[test]
-    fn limiter_counts_per_client_and_resets() {
-        let limiter = LoginLimiter::new(2, Duration::from_secs(60));
-        assert!(limiter.attempt("a"));
-        assert!(limiter.attempt("a"));
-        assert!(!limiter.attempt("a"));
-        assert!(limiter.attempt("b"));
-        limiter.reset("a");
-        assert!(limiter.attempt("a"));
     }
 }

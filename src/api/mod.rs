@@ -60,6 +60,8 @@ struct Inner {
     config: Arc<Config>,
     auth: Auth,
     recent: Arc<crate::recent::RecentBoots>,
+    /// Failed authentications per client address.
+    auth_failures: crate::limiter::LoginLimiter,
     /// The base of every link in an answer (`http://host:port`): `[api] public_endpoint`, else
     /// the listener's bound address. Never the request's `Host` header.
     endpoint: String,
@@ -85,7 +87,10 @@ impl ApiState {
             ApiAuthStrategy::Noauth => Auth::Noauth,
             ApiAuthStrategy::HttpBasic => {
                 match load_htpasswd(&config.api.http_basic_auth_user_file) {
-                    Ok(users) => Auth::Basic { users, verified: Mutex::new(HashSet::new()) },
+                    Ok(users) => {
+                        let dummy = dummy_hash(&users);
+                        Auth::Basic { users, verified: Mutex::new(HashSet::new()), dummy }
+                    }
                     Err(e) => {
                         tracing::error!(error = %e, "api.http_basic_auth_user_file unusable: every API request will be refused");
                         Auth::Broken
@@ -102,7 +107,18 @@ impl ApiState {
             config.api.public_endpoint.trim_end_matches('/').to_owned()
         };
         let nodes = NodeService::new(conductor.clone());
-        ApiState { inner: Arc::new(Inner { conductor, nodes, config, auth, recent, endpoint }) }
+        let auth_failures = crate::limiter::LoginLimiter::new(AUTH_FAILURES, AUTH_WINDOW);
+        ApiState {
+            inner: Arc::new(Inner {
+                conductor,
+                nodes,
+                config,
+                auth,
+                recent,
+                auth_failures,
+                endpoint,
+            }),
+        }
     }
 
     /// The recent boot requests.
@@ -124,7 +140,7 @@ impl ApiState {
     /// (the admin page's log-in). False without `http_basic` or a usable file. Blocking (bcrypt).
     pub(crate) fn verify_password(&self, user: &str, password: &str) -> bool {
         match &self.inner.auth {
-            Auth::Basic { users, .. } => self.inner.auth.verify(users, user, password),
+            Auth::Basic { .. } => self.inner.auth.verify(user, password),
             Auth::Noauth | Auth::Broken => false,
         }
     }
@@ -137,6 +153,9 @@ enum Auth {
     Basic {
         users: HashMap<String, String>,
         verified: Mutex<HashSet<[u8; 32]>>,
+        /// A bcrypt hash of a random password at the users' cost: an unknown user is checked
+        /// against it, so it costs what a wrong password costs (no user enumeration by timing).
+        dummy: String,
     },
     Broken,
 }
@@ -175,59 +194,129 @@ fn load_htpasswd(path: &std::path::Path) -> Result<HashMap<String, String>, Stri
     Ok(users)
 }
 
+/// A bcrypt hash of a random password, at the cost of the users' own hashes (the highest).
+fn dummy_hash(users: &HashMap<String, String>) -> String {
+    let cost = users
+        .values()
+        .filter_map(|h| h.get(4..6).and_then(|c| c.parse::<u32>().ok()))
+        .max()
+        .unwrap_or(bcrypt::DEFAULT_COST);
+    bcrypt::hash(crate::model::new_uuid(), cost)
+        .or_else(|_| bcrypt::hash(crate::model::new_uuid(), bcrypt::DEFAULT_COST))
+        .unwrap_or_default()
+}
+
+/// The user and password of an `Authorization: Basic` header.
+fn basic_credentials(headers: &HeaderMap) -> Option<(String, String)> {
+    let raw = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Basic ").or_else(|| v.strip_prefix("basic ")))
+        .and_then(|b64| {
+            use base64::Engine;
+            base64::engine::general_purpose::STANDARD.decode(b64.trim()).ok()
+        })
+        .and_then(|raw| String::from_utf8(raw).ok())?;
+    let (user, password) = raw.split_once(':')?;
+    Some((user.to_owned(), password.to_owned()))
+}
+
+/// Failed authentications allowed per client address and window before answers are 429
+/// without running bcrypt.
+const AUTH_FAILURES: u32 = 10;
+const AUTH_WINDOW: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Authenticates a request. bcrypt runs on the blocking pool (never on the workers that serve
+/// boots), only for credentials not already verified, and not at all for a client address over
+/// its limit of failures (429).
+async fn authenticate(
+    state: &ApiState,
+    headers: &HeaderMap,
+    client: Option<std::net::IpAddr>,
+) -> Result<(), ApiError> {
+    match &state.inner.auth {
+        Auth::Noauth => return Ok(()),
+        Auth::Broken => return Err(ApiError::unauthorized()),
+        Auth::Basic { .. } => {}
+    }
+    let client = client.map_or_else(|| "unknown".to_owned(), |ip| ip.to_string());
+    let credentials = basic_credentials(headers);
+    if let Some((user, password)) = &credentials
+        && state.inner.auth.cached(user, password)
+    {
+        return Ok(());
+    }
+    if state.inner.auth_failures.blocked(&client) {
+        tracing::warn!(client, "API authentication refused: too many failures from this address");
+        return Err(ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "Too many failed authentications from this address; retry in a minute.",
+        ));
+    }
+    let verified = match credentials {
+        Some((user, password)) => {
+            let api = state.clone();
+            tokio::task::spawn_blocking(move || api.inner.auth.verify(&user, &password))
+                .await
+                .unwrap_or(false)
+        }
+        None => false,
+    };
+    if verified {
+        state.inner.auth_failures.reset(&client);
+        Ok(())
+    } else {
+        state.inner.auth_failures.attempt(&client);
+        tracing::warn!(client, "API authentication failed");
+        Err(ApiError::unauthorized())
+    }
+}
+
 impl Auth {
-    fn check(&self, headers: &HeaderMap) -> Result<(), ApiError> {
-        let users = match self {
-            Auth::Noauth => return Ok(()),
-            Auth::Broken => return Err(ApiError::unauthorized()),
-            Auth::Basic { users, .. } => users,
-        };
-        let credentials = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Basic ").or_else(|| v.strip_prefix("basic ")))
-            .and_then(|b64| {
-                use base64::Engine;
-                base64::engine::general_purpose::STANDARD.decode(b64.trim()).ok()
-            })
-            .and_then(|raw| String::from_utf8(raw).ok())
-            .ok_or_else(ApiError::unauthorized)?;
-        let (user, password) = credentials.split_once(':').ok_or_else(ApiError::unauthorized)?;
-        if self.verify(users, user, password) { Ok(()) } else { Err(ApiError::unauthorized()) }
+    /// The digest under which verified credentials are remembered.
+    fn digest(hash: &str, user: &str, password: &str) -> [u8; 32] {
+        use sha2::Digest;
+        let mut h = sha2::Sha256::new();
+        h.update(hash.as_bytes());
+        h.update([0]);
+        h.update(user.as_bytes());
+        h.update([b':']);
+        h.update(password.as_bytes());
+        h.finalize().into()
+    }
+
+    /// Whether these credentials were verified before (no bcrypt).
+    fn cached(&self, user: &str, password: &str) -> bool {
+        let Auth::Basic { users, verified, .. } = self else { return false };
+        users.get(user).is_some_and(|hash| {
+            verified
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .contains(&Auth::digest(hash, user, password))
+        })
     }
 
     /// Checks a user and password against the htpasswd entries (bcrypt), remembering
-    /// credentials already checked. Blocking: bcrypt costs tens of milliseconds.
-    fn verify(&self, users: &HashMap<String, String>, user: &str, password: &str) -> bool {
-        let Some(hash) = users.get(user) else {
-            return false;
-        };
-        let credentials = format!("{user}:{password}");
-        let digest: [u8; 32] = {
-            use sha2::Digest;
-            let mut h = sha2::Sha256::new();
-            h.update(hash.as_bytes());
-            h.update([0]);
-            h.update(credentials.as_bytes());
-            h.finalize().into()
-        };
-        if let Auth::Basic { verified, .. } = self
-            && verified.lock().unwrap_or_else(|p| p.into_inner()).contains(&digest)
-        {
+    /// credentials verified. An unknown user is checked against the dummy hash, so it costs
+    /// the same as a wrong password. Blocking: bcrypt costs tens of milliseconds.
+    fn verify(&self, user: &str, password: &str) -> bool {
+        let Auth::Basic { users, verified, dummy } = self else { return false };
+        if self.cached(user, password) {
             return true;
         }
-        if bcrypt::verify(password, hash).unwrap_or(false) {
-            if let Auth::Basic { verified, .. } = self {
-                let mut set = verified.lock().unwrap_or_else(|p| p.into_inner());
-                if set.len() > 1024 {
-                    set.clear();
-                }
-                set.insert(digest);
-            }
-            true
-        } else {
-            false
+        let Some(hash) = users.get(user) else {
+            let _ = bcrypt::verify(password, dummy);
+            return false;
+        };
+        if !bcrypt::verify(password, hash).unwrap_or(false) {
+            return false;
         }
+        let mut set = verified.lock().unwrap_or_else(|p| p.into_inner());
+        if set.len() > 1024 {
+            set.clear();
+        }
+        set.insert(Auth::digest(hash, user, password));
+        true
     }
 }
 
@@ -357,6 +446,7 @@ impl Request {
 
 async fn handle(
     State(state): State<ApiState>,
+    connect: Option<axum::Extension<axum::extract::ConnectInfo<std::net::SocketAddr>>>,
     method: Method,
     uri: Uri,
     headers: HeaderMap,
@@ -367,7 +457,10 @@ async fn handle(
     let minor = negotiated.as_ref().map_or(MIN_MINOR, |m| *m);
     let result = match negotiated {
         Err(e) => Err(e),
-        Ok(minor) => dispatch(&state, method.clone(), &uri, &headers, body, minor).await,
+        Ok(minor) => {
+            let client = connect.map(|axum::Extension(axum::extract::ConnectInfo(a))| a.ip());
+            dispatch(&state, client, method.clone(), &uri, &headers, body, minor).await
+        }
     };
     let mut response = result.unwrap_or_else(ApiError::into_response);
     let status = response.status();
@@ -427,6 +520,7 @@ fn version_object(base: &str) -> Value {
 
 async fn dispatch(
     state: &ApiState,
+    client: Option<std::net::IpAddr>,
     method: Method,
     uri: &Uri,
     headers: &HeaderMap,
@@ -483,7 +577,7 @@ async fn dispatch(
         ["v1", ..] => {}
         _ => return Err(ApiError::not_found(format!("The resource {path} could not be found."))),
     }
-    state.inner.auth.check(headers)?;
+    authenticate(state, headers, client).await?;
     let query = axum::extract::Query::<Vec<(String, String)>>::try_from_uri(uri)
         .map_err(|e| ApiError::bad_request(format!("Invalid query string: {e}")))?
         .0;

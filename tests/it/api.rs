@@ -791,6 +791,66 @@ fn http_basic_refuses_missing_and_wrong_credentials() {
         let (status, _, _) = api.call("GET", "/v1/nodes", None, &[("Authorization", &good)]);
         assert_eq!(status, 200);
     }
+    // Failed authentications are limited per client address: past 10 in a minute, 429 at once
+    // (bcrypt does not run), even for an unknown user; credentials verified before still pass.
+    let wrong = encode(USER, "guess");
+    let mut statuses = Vec::new();
+    for i in 0..12 {
+        let auth = if i % 2 == 0 { wrong.clone() } else { encode("nobody", "guess") };
+        statuses.push(api.call("GET", "/v1/nodes", None, &[("Authorization", &auth)]).0);
+    }
+    assert_eq!(statuses[..10], [401; 10], "{statuses:?}");
+    assert_eq!(statuses[10..], [429; 2], "{statuses:?}");
+    let started = Instant::now();
+    let (status, _, body) = api.call("GET", "/v1/nodes", None, &[("Authorization", &wrong)]);
+    assert_eq!(status, 429, "{body}");
+    assert!(fault(&body).contains("Too many failed authentications"), "{body}");
+    assert!(started.elapsed() < Duration::from_millis(500), "{:?}", started.elapsed());
+    assert_eq!(api.call("GET", "/v1/nodes", None, &[("Authorization", &good)]).0, 200);
+}
+
+#[test]
+fn an_unknown_user_costs_what_a_wrong_password_costs() {
+    // Cost 10, as `htpasswd -B` writes: a bcrypt check takes tens of milliseconds.
+    let dir = tempfile::tempdir().unwrap();
+    let htpasswd = dir.path().join("htpasswd");
+    std::fs::write(&htpasswd, format!("{USER}:{}\n", bcrypt::hash(PASSWORD, 10).unwrap())).unwrap();
+    let text = format!(
+        "{}[api]\nauth_strategy = \"http_basic\"\nhttp_basic_auth_user_file = \"{}\"\n",
+        config_text(dir.path()),
+        htpasswd.display()
+    );
+    let (addr, _, shutdown) =
+        crate::support::start_serve(Config::from_toml(&text, "test").unwrap());
+    let api = Api { base: format!("http://{addr}"), boot: String::new(), shutdown, _dir: dir };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while api.call("GET", "/", None, &[]).0 != 200 {
+        assert!(Instant::now() < deadline, "API never answered");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    use base64::Engine;
+    let time = |user: &str| {
+        let auth = format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode(format!("{user}:guess"))
+        );
+        let started = Instant::now();
+        assert_eq!(api.call("GET", "/v1/nodes", None, &[("Authorization", &auth)]).0, 401);
+        started.elapsed()
+    };
+    // Four of each (under the limit of 10), interleaved; medians compared.
+    let (mut known, mut unknown) = (Vec::new(), Vec::new());
+    for _ in 0..4 {
+        known.push(time(USER));
+        unknown.push(time("nobody"));
+    }
+    known.sort();
+    unknown.sort();
+    let (known, unknown) = (known[2], unknown[2]);
+    assert!(
+        unknown * 2 >= known,
+        "an unknown user answered in {unknown:?}, a wrong password in {known:?}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
