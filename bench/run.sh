@@ -20,8 +20,8 @@ cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 
 trap cleanup EXIT
 
 need() { command -v "$1" >/dev/null 2>&1; }
-if ! need wrk || ! need nginx || ! need in.tftpd || ! need atftp || ! need tftp || ! need hyperfine; then
-  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends nginx wrk tftpd-hpa atftp tftp-hpa hyperfine bc >/dev/null
+if ! need wrk || ! need nginx || ! need in.tftpd || ! need atftp || ! need tftp || ! need hyperfine || ! need htpasswd; then
+  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends nginx wrk tftpd-hpa atftp tftp-hpa hyperfine bc apache2-utils >/dev/null
 fi
 # atftpd conflicts with tftpd-hpa as a package: unpack it beside the project instead.
 ATFTPD=$ROOT/target/bench-tools/usr/sbin/atftpd
@@ -68,8 +68,10 @@ mkdir -p "$WORK/tftp" "$WORK/files"
 head -c 1048576 /dev/urandom > "$WORK/tftp/1m.bin"
 head -c 102400 /dev/urandom > "$WORK/tftp/100k.bin"
 
-config() { # $1 = database file, $2 = HTTP port (18100), $3 = TFTP port (16900)
+config() { # $1 = database file, $2 = HTTP port (18100), $3 = TFTP port (16900), $4 = API port
   local http=${2:-18100} tftp=${3:-16900}
+  # Two instances run at once (bootvol and the baseline): the second gets its own API port.
+  if [ -n "${4:-}" ]; then printf '[api]\nlisten = "127.0.0.1:%s"\n' "$4"; fi
   cat <<EOF
 [DEFAULT]
 enabled_storage_interfaces = ["noop", "external"]
@@ -91,8 +93,8 @@ config "$WORK/10k.db" > "$WORK/10k.toml"
 "$BOOTVOL" --config "$WORK/10k.toml" apply "$WORK/inv10k.json" >/dev/null
 if [ -n "$BASE_BIN" ]; then
   # Its own copy of the database (an older schema must not meet a newer one) and ports.
-  config "$WORK/base-empty.db" 18102 16903 > "$WORK/base-empty.toml"
-  config "$WORK/base-10k.db" 18102 16903 > "$WORK/base-10k.toml"
+  config "$WORK/base-empty.db" 18102 16903 16386 > "$WORK/base-empty.toml"
+  config "$WORK/base-10k.db" 18102 16903 16386 > "$WORK/base-10k.toml"
   "$BASE_BIN" --config "$WORK/base-10k.toml" apply "$WORK/inv10k.json" >/dev/null
 fi
 
@@ -180,6 +182,9 @@ kill $BV $NG ${BB:-}; wait $BV $NG ${BB:-} 2>/dev/null || true
 # -- TFTP -------------------------------------------------------------------------------------
 source "$ROOT/bench/tftp.sh"
 
+# -- boot scripts while the API is hammered with wrong passwords ------------------------------
+source "$ROOT/bench/auth.sh"
+
 # -- report -----------------------------------------------------------------------------------
 verdict() { if [ "$(echo "$1" | bc)" = 1 ]; then echo "met"; else echo "**not met**"; fi; }
 {
@@ -207,6 +212,8 @@ verdict() { if [ "$(echo "$1" | bc)" = 1 ]; then echo "met"; else echo "**not me
   echo "bootvol / nginx = **${HTTP_RATIO}×** (target ≥ 0.8×: $(verdict "$HTTP_RATIO >= 0.8")). Rounds: bootvol ${BV_RPS[*]}; nginx ${NG_RPS[*]}."
   echo
   tftp_report
+  echo
+  auth_report
   echo
   echo "## Memory and start-up"
   echo
