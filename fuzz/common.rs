@@ -30,6 +30,11 @@ pub(crate) fn values(data: &[u8]) {
     }
 }
 
+/// A JSON patch as a client sends it to `PATCH /v1/nodes/{node}`.
+pub(crate) fn json_patch(data: &[u8]) {
+    bootvol::api::check_node_patch(data);
+}
+
 /// An inventory file, as JSON and as TOML, under a configuration that enables every storage
 /// interface.
 pub(crate) fn inventory(data: &[u8]) {

@@ -1,6 +1,8 @@
 //! Fuzz target `inventory`: see `fuzz/common.rs`.
 #![no_main]
 
+// Each target uses one of the shared checks.
+#[allow(dead_code)]
 #[path = "../common.rs"]
 mod common;
 

@@ -16,6 +16,8 @@
 mod actions;
 mod resources;
 
+pub use resources::check_node_patch;
+
 pub(crate) use actions::{start_power, start_provision};
 
 use std::collections::{HashMap, HashSet};

@@ -668,3 +668,31 @@ async fn delete_child(state: &ApiState, kind: ChildKind, id: &str) -> ApiResult 
     state.inner.nodes.delete_child(kind, id).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
+
+/// Applies a client's JSON patch (any bytes) to a node document as `PATCH /v1/nodes/{node}`
+/// does (Ironic's operation rules, then RFC 6902), for the fuzzer and its corpus replay
+/// (`fuzz/`): no input panics it. When the patch applies, only patchable fields changed.
+#[doc(hidden)]
+pub fn check_node_patch(patch: &[u8]) -> bool {
+    let Ok(patch) = serde_json::from_slice::<Value>(patch) else { return false };
+    let original = json!({
+        "name": "n1", "driver": "fake", "driver_info": {"ipmi_password": "******", "x": [1, 2]},
+        "properties": {"capabilities": "iscsi_boot:true"}, "instance_info": {}, "extra": {"a": {"b": 1}},
+        "storage_interface": "external", "boot_interface": "ipxe", "deploy_interface": "direct",
+        "uuid": "11111111-1111-4111-8111-111111111111", "provision_state": "available",
+    });
+    let mut doc = original.clone();
+    let Ok(touched) = apply_patch(&mut doc, &patch, NODE_PATCHABLE, NODE_READ_ONLY) else {
+        return false;
+    };
+    let (Some(before), Some(after)) = (original.as_object(), doc.as_object()) else {
+        panic!("a patch turned the node document into {doc}");
+    };
+    for key in before.keys().chain(after.keys()) {
+        if before.get(key) != after.get(key) {
+            assert!(NODE_PATCHABLE.contains(&key.as_str()), "read-only {key} changed by {patch}");
+            assert!(touched.iter().any(|t| t == key), "{key} changed but not reported");
+        }
+    }
+    true
+}

@@ -35,3 +35,8 @@ fn values_corpus() {
 fn inventory_corpus() {
     replay("inventory", common::inventory);
 }
+
+#[test]
+fn json_patch_corpus() {
+    replay("json_patch", common::json_patch);
+}
