@@ -5,7 +5,7 @@
 //! ([`crate::nodes::NodeService`]), the same functions the REST API calls: a form writes exactly
 //! what the API would accept (Ironic's edit rules, uniqueness, masked secrets sent back
 //! unchanged keep the stored ones). Power and provision actions start through the API's action
-//! entry points (`api::start_power`, `api::start_provision`); validation asks the conductor. A
+//! entry point (`api::start_state_change`); validation asks the conductor. A
 //! form that worked redirects (303, redirect-after-POST) with its message kept in the session
 //! for the next page; one that was refused renders the page again with the message and a 4xx
 //! status.
@@ -20,6 +20,7 @@ use serde_json::{Map, Value, json};
 use super::node::render_node;
 use super::session::Session;
 use super::{AdminState, checked_post};
+use crate::api::StateChange;
 use crate::inventory::{self, ChildSpec};
 use crate::model::{Child, ChildKind, NodeRecord, ProvisionState, Stamped, new_uuid};
 use crate::nodes::{NodeError, NodeService};
@@ -139,11 +140,8 @@ async fn set_state(
     which: &str,
 ) -> Outcome {
     let target = field(form, "target");
-    let started = if which == "power" {
-        crate::api::start_power(&state.api, node, target).await
-    } else {
-        crate::api::start_provision(&state.api, node, target).await
-    };
+    let change = if which == "power" { StateChange::Power } else { StateChange::Provision };
+    let started = crate::api::start_state_change(&state.api, node, change, target).await;
     match started {
         Ok(uuid) => {
             Outcome::on_node(&uuid, format!("{} action \"{target}\" started.", capitalized(which)))

@@ -2,7 +2,7 @@
 //! locks the node for the action and records its target before the answer, then runs it on its
 //! own task), validation, the boot device and the states document. Ironic's request shapes and
 //! messages are here; what may start, the lock and the work are the conductor's. The admin
-//! page starts actions through `start_power` and `start_provision`, so its forms are held to
+//! page starts actions through `start_state_change`, so its forms are held to
 //! the same checks.
 
 use axum::http::{StatusCode, header};
@@ -11,7 +11,7 @@ use serde_json::{Map, Value, json};
 
 use super::resources::{kind_of, load_node, without_nulls};
 use super::{ApiError, ApiResult, ApiState, Request, json_response};
-use crate::conductor::{Action, ConductorError, Verb, plan};
+use crate::conductor::{Action, ConductorError, plan};
 use crate::power::{BootDevice, PowerAction};
 use crate::secrets::mask;
 
@@ -83,38 +83,8 @@ pub(super) async fn set_power(state: &ApiState, r: &Request, key: &str) -> ApiRe
     {
         return Err(ApiError::bad_request("timeout: must be a positive integer"));
     }
-    let uuid = start_power(state, key, &target).await?;
+    let uuid = start_state_change(state, key, StateChange::Power, &target).await?;
     Ok(accepted(r, &uuid))
-}
-
-/// Starts the power action `target` names (`power on`, `power off`, `rebooting`, `soft power
-/// off`) on node `key` in the background; answers the node's UUID.
-pub(crate) async fn start_power(
-    state: &ApiState,
-    key: &str,
-    target: &str,
-) -> Result<String, ApiError> {
-    let action = match target {
-        "power on" => PowerAction::On,
-        "power off" => PowerAction::Off,
-        "rebooting" => PowerAction::Reboot,
-        "soft power off" => PowerAction::SoftOff,
-        other => {
-            return Err(ApiError::bad_request(format!(
-                "Invalid power target {other:?}: power on, power off, rebooting or soft power off"
-            )));
-        }
-    };
-    let record = load_node(state, key).await?;
-    let report = state.inner.conductor.validate(&record).await;
-    if let Some(check) = report.0.iter().find(|c| c.interface == "power" && !c.result) {
-        return Err(ApiError::bad_request(format!(
-            "Failed to validate power driver interface for node {}: {}",
-            record.node.uuid,
-            check.reason.as_deref().unwrap_or("invalid")
-        )));
-    }
-    start(state, &record.node.uuid, Action::Power(action)).await
 }
 
 pub(super) async fn set_provision(state: &ApiState, r: &Request, key: &str) -> ApiResult {
@@ -126,42 +96,74 @@ pub(super) async fn set_provision(state: &ApiState, r: &Request, key: &str) -> A
             "{extra}: not supported by bootvol (give a config drive as instance_info.configdrive)"
         )));
     }
-    let uuid = start_provision(state, key, &target).await?;
+    let uuid = start_state_change(state, key, StateChange::Provision, &target).await?;
     Ok(accepted(r, &uuid))
 }
 
-/// Starts the provision action `target` names (`active`, `deleted`, `manage`, `provide`,
-/// `adopt`) on node `key` in the background; answers the node's UUID.
-pub(crate) async fn start_provision(
+/// Which state a `PUT /v1/nodes/{node}/states/...` (or an admin form) changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StateChange {
+    Power,
+    Provision,
+}
+
+/// Starts the action `target` names on node `key` in the background (a power target: `power
+/// on`, `power off`, `rebooting`, `soft power off`; a provision target: `active`, `deleted`,
+/// `manage`, `provide`, `adopt`), after Ironic's checks; answers the node's UUID.
+pub(crate) async fn start_state_change(
     state: &ApiState,
     key: &str,
+    which: StateChange,
     target: &str,
 ) -> Result<String, ApiError> {
-    let verb: Verb = match target {
-        "active" | "deleted" | "manage" | "provide" | "adopt" => {
-            target.parse().map_err(|e: crate::model::ValueError| ApiError::bad_request(e.0))?
+    let action = match (which, target) {
+        (StateChange::Power, "power on") => Action::Power(PowerAction::On),
+        (StateChange::Power, "power off") => Action::Power(PowerAction::Off),
+        (StateChange::Power, "rebooting") => Action::Power(PowerAction::Reboot),
+        (StateChange::Power, "soft power off") => Action::Power(PowerAction::SoftOff),
+        (StateChange::Power, other) => {
+            return Err(ApiError::bad_request(format!(
+                "Invalid power target {other:?}: power on, power off, rebooting or soft power off"
+            )));
         }
-        other => {
+        (StateChange::Provision, "active" | "deleted" | "manage" | "provide" | "adopt") => {
+            Action::Provision(
+                target.parse().map_err(|e: crate::model::ValueError| ApiError::bad_request(e.0))?,
+            )
+        }
+        (StateChange::Provision, other) => {
             return Err(ApiError::bad_request(format!(
                 "The requested action \"{other}\" is not supported (active, deleted, manage, provide, adopt)"
             )));
         }
     };
     let record = load_node(state, key).await?;
-    plan(record.node.provision_state, verb).map_err(|m| {
-        ApiError::bad_request(format!(
-            "The requested action \"{target}\" can not be performed on node \"{}\" while it is in state \"{}\": {m}",
-            record.node.uuid, record.node.provision_state
-        ))
-    })?;
-    start(state, &record.node.uuid, Action::Provision(verb)).await
-}
-
-/// Hands an accepted action to the conductor (it locks the node and records the target before
-/// this returns); answers the node's UUID.
-async fn start(state: &ApiState, uuid: &str, action: Action) -> Result<String, ApiError> {
-    state.inner.conductor.start(uuid, action).await.map_err(map_conductor)?;
-    Ok(uuid.to_owned())
+    let node = &record.node;
+    match action {
+        Action::Power(_) => {
+            let report = state.inner.conductor.validate(&record).await;
+            if let Some(check) = report.0.iter().find(|c| c.interface == "power" && !c.result) {
+                return Err(ApiError::bad_request(format!(
+                    "Failed to validate power driver interface for node {}: {}",
+                    node.uuid,
+                    check.reason.as_deref().unwrap_or("invalid")
+                )));
+            }
+        }
+        Action::Provision(verb) => {
+            plan(node.provision_state, verb).map_err(|m| {
+                ApiError::bad_request(format!(
+                    "The requested action \"{target}\" can not be performed on node \"{}\" while it is in state \"{}\": {m}",
+                    node.uuid, node.provision_state
+                ))
+            })?;
+        }
+        _ => {}
+    }
+    // Accepted: the conductor locks the node for the action and records its target before it
+    // returns, then runs it on its own task.
+    state.inner.conductor.start(&node.uuid, action).await.map_err(map_conductor)?;
+    Ok(node.uuid.clone())
 }
 
 pub(super) async fn validate(state: &ApiState, key: &str) -> ApiResult {

@@ -18,7 +18,7 @@ mod resources;
 
 pub use resources::check_node_patch;
 
-pub(crate) use actions::{start_power, start_provision};
+pub(crate) use actions::{StateChange, start_state_change};
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};

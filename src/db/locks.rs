@@ -223,25 +223,28 @@ impl Db {
     }
 
     pub fn lock_holder(&self, node_uuid: &str) -> Result<Option<LockHolder>, DbError> {
-        Ok(self
+        let row = self
             .conn
             .query_row(
                 "SELECT action, instance_id, pid, process_start, nonce, acquired_at, lease_expires_at \
                  FROM node_locks WHERE node_uuid = ?1",
                 params![node_uuid],
-                |r| {
-                    Ok(LockHolder {
-                        action: r.get(0)?,
-                        instance: r.get(1)?,
-                        pid: r.get(2)?,
-                        process_start: r.get(3)?,
-                        nonce: r.get(4)?,
-                        acquired_at: r.get(5)?,
-                        lease_expires_at: r.get(6)?,
-                    })
-                },
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?)),
             )
-            .optional()?)
+            .optional()?;
+        Ok(row.map(
+            |(action, instance, pid, process_start, nonce, acquired_at, lease_expires_at)| {
+                LockHolder {
+                    action,
+                    instance,
+                    pid,
+                    process_start,
+                    nonce,
+                    acquired_at,
+                    lease_expires_at,
+                }
+            },
+        ))
     }
 }
 
