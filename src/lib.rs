@@ -17,7 +17,9 @@
 //! - Storage of record: [`db`] (the repository over SQLite; the only module that knows SQL).
 //! - The boot path: [`boot`] (scenario decision, boot context and iPXE rendering, pure; the
 //!   snapshot of every node's script); [`files`] (confining client-supplied paths to a served
-//!   folder); [`recent`] (the ring of recent boot requests); [`http`] (the boot HTTP listener,
+//!   folder); [`recent`] (the ring of recent boot requests); [`neighbour`] (the kernel's
+//!   neighbour table: a client's MAC); [`script_access`] (secrets only to their node: the
+//!   neighbour check, refusals reported); [`http`] (the boot HTTP listener,
 //!   and the deploy ramdisk's call-back); [`tftp_files`] (what the TFTP listener serves; the
 //!   server itself is the `bootvol_tftp` crate, `crates/tftp`).
 //! - Actions: [`conductor`] (node actions, started through one entry point, one at a time per
@@ -44,8 +46,10 @@ pub mod files;
 pub mod http;
 pub mod inventory;
 pub mod model;
+pub mod neighbour;
 pub mod power;
 pub mod recent;
+pub mod script_access;
 pub mod secrets;
 pub mod services;
 pub mod storage;
