@@ -9,6 +9,7 @@ mod cli;
 mod conductor;
 mod hostile;
 mod keystone;
+mod neighbour;
 mod power;
 mod race;
 mod scenarios;
