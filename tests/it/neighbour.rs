@@ -396,3 +396,69 @@ async fn of_concurrent_token_requests_only_the_first_gets_it() {
     assert_eq!(handed_out, 1);
     refused(conductor.deploy_token(&uuid, Caller::Any).await);
 }
+
+// ---- which scripts carry a secret -------------------------------------------------------------
+
+/// Only CHAP scripts (and any script an override template makes print a secret) are kept for
+/// the node; NFS root, AoE, HBA, iSCSI without CHAP, FCoE, HTTP SAN and the default script stay
+/// open. A CHAP node's script goes to either of its ports, to nobody else.
+#[test]
+fn the_snapshot_marks_the_scripts_that_carry_a_secret() {
+    use bootvol::boot::{BootSnapshot, Templates};
+    let dir = tempfile::tempdir().unwrap();
+    let config = crate::support::config(dir.path());
+    let db = crate::support::scenario_db(&config);
+    let records = db.node_records().unwrap();
+    let build = |templates: &Templates| {
+        BootSnapshot::build(
+            &records,
+            templates,
+            &config.boot_settings(),
+            config.default.default_storage_interface,
+        )
+        .unwrap()
+    };
+    let snapshot = build(&Templates::new(None).unwrap());
+    let mac = |m: &str| m.parse::<MacAddr>().unwrap();
+    let mut secret = Vec::new();
+    for record in &records {
+        for port in &record.ports {
+            let script = snapshot.script(port.address).unwrap();
+            assert!(script.served_to(Some(port.address)), "{}", record.node.name);
+            if script.secret {
+                secret.push(record.node.name.clone());
+            } else {
+                assert!(script.served_to(None) && script.served_to(Some(mac(STRANGER_MAC))));
+            }
+        }
+    }
+    assert_eq!(secret, ["iscsi-chap", "iscsi-chap"]);
+    let chap = snapshot.script(mac("52:54:00:00:01:01")).unwrap();
+    assert!(chap.served_to(Some(mac("52:54:00:00:01:02"))), "the node's other NIC");
+    assert!(!chap.served_to(Some(mac("52:54:00:00:02:01"))), "another node's NIC");
+    assert!(!chap.served_to(Some(mac(STRANGER_MAC))));
+    assert!(!chap.served_to(None));
+    assert!(!snapshot.default_script().secret);
+
+    // An override template that prints a secret value makes its script secret too.
+    let overrides = dir.path().join("templates");
+    std::fs::create_dir_all(overrides.join("ipxe")).unwrap();
+    std::fs::write(
+        overrides.join("ipxe/hba.ipxe.j2"),
+        "#!ipxe\necho {{ node.name }}\necho hba-secret-in-extra\nexit\n",
+    )
+    .unwrap();
+    let mut records = records.clone();
+    let hba = records.iter_mut().find(|r| r.node.name == "hba").unwrap();
+    hba.node.extra.insert("bmc_token".into(), json!("hba-secret-in-extra"));
+    let templates = Templates::new(Some(&overrides)).unwrap();
+    let snapshot = BootSnapshot::build(
+        &records,
+        &templates,
+        &config.boot_settings(),
+        config.default.default_storage_interface,
+    )
+    .unwrap();
+    assert!(snapshot.script(mac("52:54:00:00:09:01")).unwrap().secret);
+    assert!(!snapshot.script(mac("52:54:00:00:0a:01")).unwrap().secret, "hba-deploy");
+}
