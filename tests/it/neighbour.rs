@@ -109,8 +109,14 @@ impl Lan {
 
     /// `curl` in a client's namespace: (exit code, HTTP status, body).
     fn curl(&self, ns: &str, url: &str) -> (i32, String, String) {
+        self.curl_with(ns, &[url])
+    }
+
+    /// `curl ARGS...` in a client's namespace: (exit code, HTTP status, body).
+    fn curl_with(&self, ns: &str, args: &[&str]) -> (i32, String, String) {
         let output = tool("ip")
-            .args(["netns", "exec", ns, "curl", "-s", "-m", "10", "-w", "\n%{response_code}", url])
+            .args(["netns", "exec", ns, "curl", "-s", "-m", "10", "-w", "\n%{response_code}"])
+            .args(args)
             .output()
             .unwrap();
         let text = String::from_utf8_lossy(&output.stdout).into_owned();
@@ -183,7 +189,11 @@ listen = "127.0.0.1:6385"
             dir = dir.display()
         )
     });
-    app.apply(json!([chap_node(), open_node()]));
+    // The stranger is a node too, deploying an image (scenario 4): the deploy token is its own.
+    let mut deploying = hba_node("d1", STRANGER_MAC, false);
+    deploying["provision_state"] = json!("available");
+    app.apply(json!([chap_node(), open_node(), deploying]));
+    deploy_files(&app.path("files"));
     let serve = app.command(&["serve"]);
     let mut command = tool("ip");
     command.args(["netns", "exec", &lan.server]).arg(serve.get_program()).args(serve.get_args());
@@ -235,6 +245,44 @@ listen = "127.0.0.1:6385"
     assert_eq!(code, 0, "TFTP after the neighbour table was flushed: {}", serve_log(&app));
     assert!(body.contains(CHAP_SECRET));
 
+    // The deploy token goes to the deploying node (the stranger), once; the config drive and
+    // the call-back want the token and that node: another host with the token changes nothing.
+    let mut node_deploy = app.command(&["node", "deploy", "d1"]);
+    let _node_deploy =
+        Serve(node_deploy.stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while app.show("d1")["node"]["provision_state"] != "wait call-back" {
+        assert!(Instant::now() < deadline, "d1 never waited for its call-back: {}", app.show("d1"));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let uuid = app.show("d1")["node"]["uuid"].as_str().unwrap().to_owned();
+    let token_url = format!("{base}/deploy/{uuid}/token");
+    let post = |ns: &str, url: &str, headers: &[&str], body: &str| {
+        let mut args = vec!["-X", "POST", "-H", "Content-Type: application/json", "--data", body];
+        for header in headers {
+            args.extend(["-H", header]);
+        }
+        args.push(url);
+        lan.curl_with(ns, &args)
+    };
+    assert_eq!(post(&lan.node, &token_url, &[], "").1, "403", "not d1's MAC");
+    let (_, status, token) = post(&lan.stranger, &token_url, &[], "");
+    assert_eq!(status, "200", "{token}\n{}", serve_log(&app));
+    assert_eq!(token.len(), 64, "{token}");
+    assert_eq!(post(&lan.stranger, &token_url, &[], "").1, "403", "handed out once");
+    let header = format!("X-Bootvol-Token: {token}");
+    let report =
+        json!({"status": "done", "disk": "/dev/forged", "sha256": "ab".repeat(32), "bytes": 1});
+    let callback = format!("{base}/deploy/{uuid}/callback");
+    let forged = post(&lan.node, &callback, &[&header], &report.to_string());
+    assert_eq!(forged.1, "403", "{forged:?}");
+    let configdrive =
+        lan.curl_with(&lan.node, &["-H", &header, &format!("{base}/deploy/{uuid}/configdrive")]);
+    assert_eq!(configdrive.1, "403", "{configdrive:?}");
+    let node = app.show("d1");
+    assert_eq!(node["node"]["provision_state"], "wait call-back", "{node}");
+    assert!(node["node"]["driver_internal_info"].get("deployed_image").is_none(), "{node}");
+
     // One event for the stranger's five refusals (once per client address per minute).
     let events: Vec<Value> = app
         .ok(&["events", "--node", "n1", "--json"])
@@ -283,13 +331,18 @@ fn hba_node(name: &str, mac: &str, configdrive: bool) -> Value {
             "properties": {"target_wwn": "5000c50015ea71ac", "target_lun": 0, "wwn": "0x5000c50015ea71ac"}}]})
 }
 
-/// A conductor over a database with `nodes` applied, and the files a deployment needs.
-fn deploy_setup(dir: &Path, nodes: Value) -> (Conductor, Config) {
-    let files = dir.join("files");
+/// The files a deployment needs, under `files`.
+fn deploy_files(files: &Path) {
     for file in ["deploy/vmlinuz", "deploy/initrd.img", "images/image.raw"] {
         std::fs::create_dir_all(files.join(file).parent().unwrap()).unwrap();
         std::fs::write(files.join(file), b"x").unwrap();
     }
+}
+
+/// A conductor over a database with `nodes` applied, and the files a deployment needs.
+fn deploy_setup(dir: &Path, nodes: Value) -> (Conductor, Config) {
+    let files = dir.join("files");
+    deploy_files(&files);
     let config = Config::from_toml(
         &format!(
             "[DEFAULT]\nenabled_storage_interfaces = [\"noop\", \"external\"]\n[database]\npath = \"{}\"\n\
