@@ -838,7 +838,10 @@ impl Conductor {
         report: CallbackReport,
     ) -> Result<(), ConductorError> {
         let result = deploy::callback(self, node_uuid, token, caller, report).await;
-        self.changed();
+        // A refused call-back changed nothing: no snapshot rebuild for a forger to provoke.
+        if result.is_ok() {
+            self.changed();
+        }
         result
     }
 
