@@ -65,6 +65,8 @@ impl ScriptAccess {
         if !script.secret || self.mode == ScriptSecrets::Any {
             return true;
         }
+        // A dual-stack listener's IPv4 clients, as IPv4 in the log, the event and the limiter.
+        let client = client.to_canonical();
         let client_mac = neighbour::resolve(client, neighbour::RESOLVE_WAIT).await;
         if script.served_to(client_mac) {
             return true;

@@ -5,7 +5,8 @@
 //! handed out once, to the node only; a call-back from anyone else changes nothing.
 //!
 //! The namespace test needs root and `ip`, `curl` (HTTP and `tftp://`); without them it says so
-//! and passes.
+//! and passes. The HTTP listener is dual-stack (`[::]:8080`): IPv4 clients arrive IPv4-mapped,
+//! IPv6 clients are looked up over rtnetlink.
 
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
@@ -87,6 +88,10 @@ impl Lan {
         }
         ip(&lan.server, &["link", "add", "br0", "type", "bridge"]);
         ip(&lan.server, &["addr", "add", &format!("{}.1/24", lan.prefix), "dev", "br0"]);
+        ip(
+            &lan.server,
+            &["addr", "add", &format!("{}::1/64", lan.prefix6()), "dev", "br0", "nodad"],
+        );
         ip(&lan.server, &["link", "set", "br0", "up"]);
         for (ns, mac, host, port) in
             [(&lan.node, NODE_MAC, 2, "p-node"), (&lan.stranger, STRANGER_MAC, 3, "p-x")]
@@ -98,6 +103,8 @@ impl Lan {
             ip(&lan.server, &["link", "set", port, "master", "br0", "up"]);
             ip(ns, &["link", "set", "eth0", "address", mac]);
             ip(ns, &["addr", "add", &format!("{}.{host}/24", lan.prefix), "dev", "eth0"]);
+            let v6 = format!("{}::{host}/64", lan.prefix6());
+            ip(ns, &["addr", "add", &v6, "dev", "eth0", "nodad"]);
             ip(ns, &["link", "set", "eth0", "up"]);
         }
         lan
@@ -105,6 +112,11 @@ impl Lan {
 
     fn server_ip(&self) -> String {
         format!("{}.1", self.prefix)
+    }
+
+    /// The IPv6 prefix (a /64 of fd13::/16) of the same bridge.
+    fn prefix6(&self) -> String {
+        format!("fd13:{}", self.prefix.rsplit('.').next().unwrap())
     }
 
     /// `curl` in a client's namespace: (exit code, HTTP status, body).
@@ -177,7 +189,7 @@ enabled_storage_interfaces = ["noop", "external"]
 path = "{dir}/bootvol.db"
 watch_interval_ms = 100
 [http]
-listen = "{server}:8080"
+listen = "[::]:8080"
 public_url = "http://{server}:8080"
 files_root = "{dir}/files"
 [tftp]
@@ -228,6 +240,16 @@ listen = "127.0.0.1:6385"
     assert_eq!(unknown.0, 68, "curl: TFTP file not found");
     assert_eq!(tftp(&lan.stranger, NODE_MAC), unknown, "TFTP: a refused script looks unknown");
     assert_eq!(tftp(&lan.stranger, NODE_MAC_2), unknown);
+    // The same over IPv6 (the neighbour table of rtnetlink), on the dual-stack listener.
+    let base6 = format!("http://[{}::1]:8080", lan.prefix6());
+    let script6 =
+        |ns: &str, mac: &str| lan.curl_with(ns, &["-g", &format!("{base6}/boot/{mac}.ipxe")]);
+    let (_, status, body) = script6(&lan.node, NODE_MAC_2);
+    assert_eq!(status, "200", "IPv6 to the node: {body}\n{}", serve_log(&app));
+    assert!(body.contains(CHAP_SECRET), "{body}");
+    assert_eq!(script6(&lan.stranger, NODE_MAC), script6(&lan.stranger, UNKNOWN_MAC));
+    assert_eq!(script6(&lan.stranger, NODE_MAC).1, "404");
+
     // Scripts without a secret stay open to anyone.
     let (_, status, body) = script(&lan.stranger, OPEN_MAC);
     assert_eq!(status, "200", "{body}");
@@ -283,14 +305,18 @@ listen = "127.0.0.1:6385"
     assert_eq!(node["node"]["provision_state"], "wait call-back", "{node}");
     assert!(node["node"]["driver_internal_info"].get("deployed_image").is_none(), "{node}");
 
-    // One event for the stranger's five refusals (once per client address per minute).
+    // One event for the stranger's refusals over IPv4 (once per client address per minute), one
+    // for its refusal over IPv6 (another address).
     let events: Vec<Value> = app
         .ok(&["events", "--node", "n1", "--json"])
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .filter(|e: &Value| e["event_type"] == "baremetal.node.script_refused")
         .collect();
-    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events.len(), 2, "{events:?}");
+    let v6 = &events[1]["payload"];
+    assert_eq!(v6["client"], format!("{}::3", lan.prefix6()), "{v6}");
+    assert_eq!(v6["client_mac"], STRANGER_MAC, "{v6}");
     let payload = &events[0]["payload"];
     assert_eq!(payload["client"], format!("{}.3", lan.prefix), "{payload}");
     assert_eq!(payload["client_mac"], STRANGER_MAC, "{payload}");
@@ -298,7 +324,7 @@ listen = "127.0.0.1:6385"
     assert_eq!(payload["via"], "http", "{payload}");
     assert_eq!(payload["count"], 1, "{payload}");
     let log = serve_log(&app);
-    assert_eq!(log.matches("script refused").count(), 1, "{log}");
+    assert_eq!(log.matches("script refused").count(), 2, "{log}");
     assert!(!log.contains(CHAP_SECRET), "{log}");
 }
 
