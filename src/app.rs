@@ -27,10 +27,11 @@ use tokio_util::task::TaskTracker;
 use crate::boot::{BootSnapshot, Templates};
 use crate::conductor::Conductor;
 use crate::conductor::notify::Notifier;
-use crate::config::Config;
+use crate::config::{Config, ScriptSecrets};
 use crate::db::Db;
 use crate::files::FileRoot;
 use crate::http::{BootState, router};
+use crate::script_access::ScriptAccess;
 use crate::services;
 use crate::tftp_files::TftpBootFiles;
 
@@ -95,11 +96,18 @@ pub async fn serve(
             .with_on_change(Arc::new(move || reload.reload()))
     };
     let recent = Arc::new(crate::recent::RecentBoots::default());
+    let access = ScriptAccess::new(config.boot.script_secrets, Some(conductor.db().clone()));
+    if config.boot.script_secrets == ScriptSecrets::Any {
+        tracing::warn!(
+            "[boot] script_secrets = \"any\": scripts with CHAP secrets and the deploy token go to any client that asks, not only to the node itself"
+        );
+    }
     let state = BootState {
         snapshot: Arc::clone(&snapshot.current),
         files,
         conductor: Some(conductor.clone()),
         recent: Arc::clone(&recent),
+        access: Arc::clone(&access),
     };
     let http_addr = listeners.http.local_addr()?;
     let tftp_addr = listeners.tftp.local_addr()?;
@@ -117,8 +125,9 @@ pub async fn serve(
     let signals =
         tokio::spawn(handle_signals(install_signals(), snapshot.clone(), shutdown.clone()));
     start_services(&config, &conductor, &services, &shutdown);
-    let tftp_handler =
-        Arc::new(TftpBootFiles::new(Arc::clone(&snapshot.current), tftp_root).with_recent(recent));
+    let tftp_handler = Arc::new(
+        TftpBootFiles::new(Arc::clone(&snapshot.current), tftp_root, access).with_recent(recent),
+    );
     let tftp = tokio::spawn(bootvol_tftp::serve(
         listeners.tftp,
         tftp_handler,

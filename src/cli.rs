@@ -543,6 +543,11 @@ fn demo(
         .unwrap_or_default();
     writeln!(
         out,
+        "[boot] script_secrets = \"any\": every client gets every script, CHAP secrets included \
+         (on a real boot network only the node itself would: \"neighbour\", the default)\n"
+    )?;
+    writeln!(
+        out,
         "Serving until Ctrl-C. Try:\n  curl {}/boot.ipxe\n  curl {}/boot/{mac}.ipxe\n  curl -s tftp://{tftp}/boot.ipxe\n  \
          baremetal --os-auth-type none --os-endpoint http://{api} node list",
         config.http.public_url, config.http.public_url

@@ -390,11 +390,30 @@ pub struct BootSection {
     /// A directory whose files override the built-in templates of the same name
     /// (`ipxe/san.ipxe.j2`, `ipxe/default.ipxe.j2`...).
     pub templates_dir: Option<PathBuf>,
+    /// Who may fetch a script that carries a secret (CHAP), and the deploy ramdisk's token.
+    pub script_secrets: ScriptSecrets,
+}
+
+/// Who may fetch a node's script when it carries a secret (`[boot] script_secrets`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ScriptSecrets {
+    /// Only a client whose address maps, in the kernel's neighbour table, to a MAC of one of
+    /// that node's ports. The default.
+    Neighbour,
+    /// Any client: for DHCP-relayed (routed) boot networks, where the neighbour is a router,
+    /// and for clients on loopback or behind NAT.
+    Any,
 }
 
 impl Default for BootSection {
     fn default() -> Self {
-        BootSection { san_attempts: 3, san_retry_delay: 5, templates_dir: None }
+        BootSection {
+            san_attempts: 3,
+            san_retry_delay: 5,
+            templates_dir: None,
+            script_secrets: ScriptSecrets::Neighbour,
+        }
     }
 }
 
@@ -646,6 +665,18 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn script_secrets_default_to_the_neighbour_check() {
+        assert_eq!(
+            Config::from_toml("", "t").unwrap().boot.script_secrets,
+            ScriptSecrets::Neighbour
+        );
+        let any = Config::from_toml("[boot]\nscript_secrets = \"any\"\n", "t").unwrap();
+        assert_eq!(any.boot.script_secrets, ScriptSecrets::Any);
+        let err = Config::from_toml("[boot]\nscript_secrets = \"nobody\"\n", "t").unwrap_err();
+        assert!(err.to_string().contains("script_secrets"), "{err}");
+    }
 
     #[test]
     fn empty_file_gives_the_spec_defaults() {

@@ -18,7 +18,9 @@
 //!   [`nodes`] (the node service: the typed core both front ends write nodes through).
 //! - The boot path: [`boot`] (scenario decision, boot context and iPXE rendering, pure; the
 //!   snapshot of every node's script); [`files`] (confining client-supplied paths to a served
-//!   folder); [`recent`] (the ring of recent boot requests); [`http`] (the boot HTTP listener,
+//!   folder); [`recent`] (the ring of recent boot requests); [`neighbour`] (the kernel's
+//!   neighbour table: a client's MAC); [`script_access`] (secrets only to their node: the
+//!   neighbour check, refusals reported); [`http`] (the boot HTTP listener,
 //!   and the deploy ramdisk's call-back); [`tftp_files`] (what the TFTP listener serves; the
 //!   server itself is the `bootvol_tftp` crate, `crates/tftp`).
 //! - Actions: [`conductor`] (node actions, started through one entry point, one at a time per
@@ -46,9 +48,11 @@ pub mod http;
 pub mod inventory;
 pub mod limiter;
 pub mod model;
+pub mod neighbour;
 pub mod nodes;
 pub mod power;
 pub mod recent;
+pub mod script_access;
 pub mod secrets;
 pub mod services;
 pub mod storage;

@@ -25,7 +25,8 @@ pub struct BootHit {
     pub mac: Option<MacAddr>,
     /// The node that MAC belongs to; none for an unknown MAC.
     pub node: Option<String>,
-    /// What was served: `generic`, `default`, `script`, `unknown`.
+    /// What was served: `generic`, `default`, `script`, `unknown`, or `refused` (a script with a
+    /// secret asked for by a client that is not its node: it got what `unknown` gets).
     pub what: &'static str,
 }
 

@@ -38,6 +38,32 @@ pub fn mask_map(map: &mut Map<String, Value>) {
     }
 }
 
+/// Every secret value (at any depth) as it would print: strings as they are, numbers in
+/// decimal; empty strings and other JSON types are left out.
+pub fn secret_values(value: &Value) -> Vec<String> {
+    let mut found = Vec::new();
+    collect_secrets(value, &mut found);
+    found
+}
+
+fn collect_secrets(value: &Value, found: &mut Vec<String>) {
+    match value {
+        Value::Object(map) => {
+            for (key, value) in map {
+                match value {
+                    Value::String(s) if is_secret_key(key) && !s.is_empty() => {
+                        found.push(s.clone())
+                    }
+                    Value::Number(n) if is_secret_key(key) => found.push(n.to_string()),
+                    other => collect_secrets(other, found),
+                }
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|v| collect_secrets(v, found)),
+        _ => {}
+    }
+}
+
 /// Puts stored secrets back where `incoming` carries [`MASK`], so that an exported inventory
 /// applies without losing secrets. Returns the path of a masked field with nothing stored.
 pub fn restore_masked(
@@ -74,6 +100,13 @@ mod tests {
             json!({"redfish_password": MASK, "auth_password": MASK, "auth_username": "u",
             "nested": {"auth_reverse_password": MASK, "list": [{"app_cred_secret": MASK}]}, "none_password": null})
         );
+    }
+
+    #[test]
+    fn finds_secret_values_at_any_depth() {
+        let value = json!({"auth_password": "chap", "auth_username": "u", "empty_secret": "",
+            "nested": [{"pin_password": 1234, "x_token": null}], "other": "chap2"});
+        assert_eq!(secret_values(&value), ["chap", "1234"]);
     }
 
     #[test]

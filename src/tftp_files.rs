@@ -1,7 +1,8 @@
 //! What the TFTP listener serves: the generic `boot.ipxe` and per-MAC scripts by name from the
 //! boot snapshot (`boot.ipxe`, `boot/<mac>.ipxe`, `default.ipxe`), and files under `[tftp] root`
 //! (iPXE binaries), confined by `files::FileRoot` and kept in memory once read, so a boot storm
-//! reads each binary from disk once.
+//! reads each binary from disk once. A script that carries a secret goes only to its node
+//! (`script_access`); anyone else gets what an unknown MAC gets, ERROR 1 "file not found".
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -16,6 +17,7 @@ use bytes::Bytes;
 use crate::boot::BootSnapshot;
 use crate::files::{FileError, FileRoot, check_name};
 use crate::model::MacAddr;
+use crate::script_access::ScriptAccess;
 
 /// Files larger than this are refused over TFTP: iPXE fetches anything big over HTTP.
 pub const MAX_TFTP_FILE: u64 = 64 * 1024 * 1024;
@@ -27,6 +29,7 @@ pub struct TftpBootFiles {
     root: Option<FileRoot>,
     cache: Arc<Mutex<HashMap<PathBuf, CachedFile>>>,
     recent: Arc<crate::recent::RecentBoots>,
+    access: Arc<ScriptAccess>,
 }
 
 #[derive(Debug, Clone)]
@@ -37,8 +40,13 @@ struct CachedFile {
 }
 
 impl TftpBootFiles {
-    pub fn new(snapshot: Arc<ArcSwap<BootSnapshot>>, root: Option<FileRoot>) -> TftpBootFiles {
-        TftpBootFiles { snapshot, root, cache: Arc::default(), recent: Arc::default() }
+    /// `access`: who may fetch a script that carries a secret.
+    pub fn new(
+        snapshot: Arc<ArcSwap<BootSnapshot>>,
+        root: Option<FileRoot>,
+        access: Arc<ScriptAccess>,
+    ) -> TftpBootFiles {
+        TftpBootFiles { snapshot, root, cache: Arc::default(), recent: Arc::default(), access }
     }
 
     /// Records script requests in `recent` (the admin page's recent boot requests).
@@ -47,8 +55,8 @@ impl TftpBootFiles {
         self
     }
 
-    fn script(&self, name: &str, peer: SocketAddr) -> Option<Result<Bytes, TftpError>> {
-        let snapshot = self.snapshot.load();
+    async fn script(&self, name: &str, peer: SocketAddr) -> Option<Result<Bytes, TftpError>> {
+        let snapshot = self.snapshot.load_full();
         if name == "boot.ipxe" {
             tracing::info!(%peer, file = name, "tftp: generic boot script");
             self.recent.record("tftp", peer.ip(), None, None, "generic");
@@ -64,12 +72,17 @@ impl TftpBootFiles {
             return Some(Err(TftpError::NotFound));
         };
         Some(match snapshot.script(mac) {
+            Some(script) if !self.access.allows(script, mac, peer.ip(), "tftp").await => {
+                self.recent.record("tftp", peer.ip(), Some(mac), script.node.as_deref(), "refused");
+                Err(TftpError::NotFound)
+            }
             Some(script) => {
                 tracing::info!(%peer, %mac, node = script.node.as_deref().unwrap_or("-"), scenario = script.scenario, "tftp: boot script");
                 self.recent.record("tftp", peer.ip(), Some(mac), script.node.as_deref(), "script");
                 Ok(script.text.clone())
             }
             None => {
+                self.access.as_if_checked(peer.ip()).await;
                 tracing::info!(%peer, %mac, scenario = "unknown", "tftp: boot script for an unknown MAC");
                 self.recent.record("tftp", peer.ip(), Some(mac), None, "unknown");
                 Err(TftpError::NotFound)
@@ -113,7 +126,7 @@ fn read_file(
 impl Handler for TftpBootFiles {
     async fn read(&self, name: &str, peer: SocketAddr) -> Result<Bytes, TftpError> {
         check_name(name).map_err(|e| TftpError::AccessViolation(e.to_string()))?;
-        if let Some(script) = self.script(name, peer) {
+        if let Some(script) = self.script(name, peer).await {
             return script;
         }
         let root = self.root.clone().ok_or(TftpError::NotFound)?;

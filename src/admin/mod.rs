@@ -68,9 +68,10 @@ const TEMPLATES: &[(&str, &str)] = &[
     ("node.html.j2", include_str!("../../templates/admin/node.html.j2")),
 ];
 
-fn environment(auth_off: bool) -> Environment<'static> {
+fn environment(auth_off: bool, secrets_to_anyone: bool) -> Environment<'static> {
     let mut env = Environment::new();
     env.add_global("auth_off", auth_off);
+    env.add_global("secrets_to_anyone", secrets_to_anyone);
     env.set_auto_escape_callback(|_| minijinja::AutoEscape::Html);
     env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
     for (name, source) in TEMPLATES {
@@ -82,10 +83,11 @@ fn environment(auth_off: bool) -> Environment<'static> {
 /// The admin routes (`/admin`, `/admin/...`), merged with the API's on its listener by `app`.
 pub fn router(api: ApiState) -> Router {
     let auth_off = api.config().api.auth_strategy == crate::config::ApiAuthStrategy::Noauth;
+    let secrets_to_anyone = api.config().boot.script_secrets == crate::config::ScriptSecrets::Any;
     let state = AdminState {
         auth_off,
         api,
-        templates: Arc::new(environment(auth_off)),
+        templates: Arc::new(environment(auth_off, secrets_to_anyone)),
         sessions: Arc::new(Sessions::new()),
         limiter: Arc::new(LoginLimiter::new(session::LOGIN_ATTEMPTS, session::LOGIN_WINDOW)),
     };

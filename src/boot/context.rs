@@ -139,17 +139,15 @@ impl BootContext {
         for arg in deploy.get("args").and_then(Value::as_array).into_iter().flatten() {
             args.push(text(arg, "deploy argument")?);
         }
-        // The one-time token is kept apart from the arguments (it is masked wherever the node
-        // is shown) and added here, in the script served to this node only.
-        let token =
-            text(deploy.get("callback_token").unwrap_or(&Value::Null), "deploy callback token")?;
+        // The one-time token is in no script: the ramdisk asks the boot listener for it once
+        // (`token_url`), and sends it with the config drive request and the call-back.
         let node_url = format!("{}/deploy/{}", settings.public_url, record.node.uuid);
         if let Some(format) = deploy.get("configdrive_format").and_then(Value::as_str) {
-            args.push(format!("bootvol.configdrive_url={node_url}/configdrive?token={token}"));
+            args.push(format!("bootvol.configdrive_url={node_url}/configdrive"));
             args.push(format!("bootvol.configdrive_format={format}"));
         }
+        args.push(format!("bootvol.token_url={node_url}/token"));
         args.push(format!("bootvol.callback_url={node_url}/callback"));
-        args.push(format!("bootvol.callback_token={token}"));
         let mut context = BootContext::default_script(Some(record), "hba-deploy");
         context.template = "ipxe/deploy.ipxe.j2";
         context.kernel = Some(KernelBoot {

@@ -26,6 +26,9 @@ pub struct BootScript {
     pub scenario: &'static str,
     /// Why the default script was served to a known node, if it was.
     pub problem: Option<String>,
+    /// Whether the text carries a secret (CHAP, mutual CHAP, or any value masked in `export`):
+    /// the boot listeners then serve it only to the node itself.
+    pub secret: bool,
 }
 
 /// Renders the script a MAC gets. Unknown MACs, nodes that do not boot from a volume and
@@ -58,6 +61,7 @@ pub fn script_for(
     };
     match templates.render(&context) {
         Ok(text) => BootScript {
+            secret: carries_secret(record, &context, &text),
             text,
             node: Some(record.node.name.clone()),
             scenario: scenario.name(),
@@ -77,5 +81,18 @@ fn default_script(
     // The default template prints only a validated node name; should an override template
     // fail anyway, fall back to the one line that always works.
     let text = templates.render(&context).unwrap_or_else(|_| "#!ipxe\nexit\n".to_owned());
-    BootScript { text, node: record.map(|r| r.node.name.clone()), scenario, problem }
+    BootScript { text, node: record.map(|r| r.node.name.clone()), scenario, problem, secret: false }
+}
+
+/// Whether a rendered script carries a secret: CHAP credentials by construction, or (for what
+/// an override template may print) any of the record's secret values in its text.
+fn carries_secret(record: &NodeRecord, context: &BootContext, text: &str) -> bool {
+    let chap = context
+        .san
+        .iter()
+        .flat_map(|san| &san.volumes)
+        .any(|volume| volume.chap.is_some() || volume.reverse_chap.is_some());
+    chap || serde_json::to_value(record).is_ok_and(|value| {
+        crate::secrets::secret_values(&value).iter().any(|secret| text.contains(secret.as_str()))
+    })
 }

@@ -3,6 +3,11 @@
 //! image, adds a `config-2` partition when a config drive is given, and calls back with a
 //! one-time token. bootvol then removes `force_deployment`, sets the boot device to disk and
 //! reboots the node into its volume.
+//!
+//! The token is in no script: the ramdisk asks for it once ([`token`]; the first caller that is
+//! the node wins, later ones are refused, as Ironic's agent token), and the config drive and the
+//! call-back want it and a caller that is the node ([`Caller`]: the neighbour check of
+//! `[boot] script_secrets`, made by the HTTP listener).
 
 use std::io::Read;
 
@@ -11,7 +16,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::{Conductor, ConductorError, PROVISION};
-use crate::model::{Driver, NodeRecord, PowerState, ProvisionState};
+use crate::model::{Driver, MacAddr, NodeRecord, PowerState, ProvisionState};
 use crate::power::{BootDevice, PowerAction};
 use crate::timefmt::now_unix;
 
@@ -27,6 +32,27 @@ pub struct CallbackReport {
     pub sha256: Option<String>,
     #[serde(default)]
     pub bytes: Option<u64>,
+}
+
+/// Who calls a deploy endpoint, as far as the neighbour check goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Caller {
+    /// `[boot] script_secrets = "any"`: the check is waived.
+    Any,
+    /// The MAC the client's address has in the neighbour table, if any.
+    Neighbour(Option<MacAddr>),
+}
+
+impl Caller {
+    /// Whether the caller is the node: one of its ports' MACs.
+    fn is(&self, record: &NodeRecord) -> bool {
+        match self {
+            Caller::Any => true,
+            Caller::Neighbour(mac) => {
+                mac.is_some_and(|mac| record.ports.iter().any(|p| p.address == mac))
+            }
+        }
+    }
 }
 
 /// The image to write: where the ramdisk fetches it and its SHA-256.
@@ -148,14 +174,72 @@ pub(super) async fn start(conductor: &Conductor, record: &mut NodeRecord) -> Res
     conductor.power_action(record, action).await
 }
 
-/// The call-back: checks the token, then finishes or fails the deployment.
+/// The deploy token, handed out once: to the first caller that is the node, while its
+/// deployment waits for the call-back; refused afterwards.
+pub(super) async fn token(
+    conductor: &Conductor,
+    node_uuid: &str,
+    caller: Caller,
+) -> Result<String, ConductorError> {
+    let record = conductor.load(node_uuid).await?;
+    if !caller.is(&record) {
+        return Err(not_the_node());
+    }
+    if token_to_hand_out(&record).is_none() {
+        return Err(no_token());
+    }
+    let lock = conductor.lock(&record, "deploy token").await?;
+    // Under the lock: of two callers, only the first finds the token not yet handed out.
+    let mut record = match conductor.load(node_uuid).await {
+        Ok(record) => record,
+        Err(e) => {
+            lock.release().await;
+            return Err(e);
+        }
+    };
+    let Some(token) = token_to_hand_out(&record) else {
+        lock.release().await;
+        return Err(no_token());
+    };
+    if let Some(Value::Object(deploy)) = record.node.driver_internal_info.get_mut("deploy") {
+        deploy.insert("handed_out_at".into(), json!(now_unix()));
+    }
+    let saved = conductor.save(&record).await;
+    lock.release().await;
+    saved.map(|()| token)
+}
+
+/// The token of a deployment that waits for its call-back, if not handed out yet.
+fn token_to_hand_out(record: &NodeRecord) -> Option<String> {
+    let deploy = record.node.driver_internal_info.get("deploy")?;
+    (record.node.provision_state == ProvisionState::WaitCallBack
+        && deploy.get("handed_out_at").is_none())
+    .then(|| deploy.get("callback_token").and_then(Value::as_str).map(str::to_owned))
+    .flatten()
+}
+
+fn no_token() -> ConductorError {
+    ConductorError::Refused("no deploy token to hand out for this node".into())
+}
+
+fn not_the_node() -> ConductorError {
+    ConductorError::Refused(
+        "the caller is not this node (its address maps to none of the node's ports)".into(),
+    )
+}
+
+/// The call-back: checks the caller and the token, then finishes or fails the deployment.
 pub(super) async fn callback(
     conductor: &Conductor,
     node_uuid: &str,
     token: &str,
+    caller: Caller,
     report: CallbackReport,
 ) -> Result<(), ConductorError> {
     let record = conductor.load(node_uuid).await?;
+    if !caller.is(&record) {
+        return Err(not_the_node());
+    }
     if !waits_for(&record, token) {
         return Err(not_waiting());
     }
@@ -298,13 +382,17 @@ fn waits_for(record: &NodeRecord, token: &str) -> bool {
         && expected.is_some_and(|e| constant_time_eq(e.as_bytes(), token.as_bytes()))
 }
 
-/// The config drive for the ramdisk, if the token is the deployment's.
+/// The config drive for the ramdisk, if the caller is the node and the token the deployment's.
 pub(super) async fn configdrive(
     conductor: &Conductor,
     node_uuid: &str,
     token: &str,
+    caller: Caller,
 ) -> Result<Vec<u8>, ConductorError> {
     let record = conductor.load(node_uuid).await?;
+    if !caller.is(&record) {
+        return Err(not_the_node());
+    }
     if !waits_for(&record, token) {
         return Err(not_waiting());
     }

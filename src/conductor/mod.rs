@@ -23,7 +23,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio_util::task::TaskTracker;
 
-pub use deploy::CallbackReport;
+pub use deploy::{CallbackReport, Caller};
 pub use states::{Plan, Verb, plan};
 
 use crate::boot::{Scenario, decide, set_boot_option};
@@ -819,15 +819,29 @@ impl Conductor {
         }
     }
 
+    /// The deploy ramdisk's one-time token, to the first caller that is the node (served by
+    /// `bootvol serve`); refused afterwards.
+    pub async fn deploy_token(
+        &self,
+        node_uuid: &str,
+        caller: Caller,
+    ) -> Result<String, ConductorError> {
+        deploy::token(self, node_uuid, caller).await
+    }
+
     /// The deploy ramdisk's call-back (served by `bootvol serve`).
     pub async fn deploy_callback(
         &self,
         node_uuid: &str,
         token: &str,
+        caller: Caller,
         report: CallbackReport,
     ) -> Result<(), ConductorError> {
-        let result = deploy::callback(self, node_uuid, token, report).await;
-        self.changed();
+        let result = deploy::callback(self, node_uuid, token, caller, report).await;
+        // A refused call-back changed nothing: no snapshot rebuild for a forger to provoke.
+        if result.is_ok() {
+            self.changed();
+        }
         result
     }
 
@@ -836,8 +850,9 @@ impl Conductor {
         &self,
         node_uuid: &str,
         token: &str,
+        caller: Caller,
     ) -> Result<Vec<u8>, ConductorError> {
-        deploy::configdrive(self, node_uuid, token).await
+        deploy::configdrive(self, node_uuid, token, caller).await
     }
 
     /// Fails deployments whose ramdisk did not call back within `[deploy] callback_timeout`.

@@ -28,13 +28,14 @@ pub(super) async fn generic(
 }
 
 /// `GET /boot/<mac>.ipxe` (any common MAC form) and `GET /boot/default.ipxe`. An unknown MAC
-/// answers 404 with the default script as body, so the generic script tries the next NIC.
+/// answers 404 with the default script as body, so the generic script tries the next NIC; so
+/// does a script that carries a secret asked for by a client that is not its node.
 pub(super) async fn per_mac(
     State(state): State<BootState>,
     ConnectInfo(client): ConnectInfo<SocketAddr>,
     Path(file): Path<String>,
 ) -> Response {
-    let snapshot = state.snapshot.load();
+    let snapshot = state.snapshot.load_full();
     let Some(stem) = file.strip_suffix(".ipxe") else {
         return (StatusCode::NOT_FOUND, "not found\n").into_response();
     };
@@ -48,6 +49,10 @@ pub(super) async fn per_mac(
         Err(_) => return (StatusCode::BAD_REQUEST, "not a MAC address\n").into_response(),
     };
     match snapshot.script(mac) {
+        Some(script) if !state.access.allows(script, mac, client.ip(), "http").await => {
+            state.recent.record("http", client.ip(), Some(mac), script.node.as_deref(), "refused");
+            script_response(StatusCode::NOT_FOUND, snapshot.default_script().text.clone())
+        }
         Some(script) => {
             let node = script.node.as_deref().unwrap_or("-");
             state.recent.record("http", client.ip(), Some(mac), script.node.as_deref(), "script");
@@ -62,6 +67,7 @@ pub(super) async fn per_mac(
             script_response(StatusCode::OK, script.text.clone())
         }
         None => {
+            state.access.as_if_checked(client.ip()).await;
             tracing::info!(%client, %mac, node = "-", scenario = "unknown", "boot script: unknown MAC");
             state.recent.record("http", client.ip(), Some(mac), None, "unknown");
             script_response(StatusCode::NOT_FOUND, snapshot.default_script().text.clone())

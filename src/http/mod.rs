@@ -4,7 +4,8 @@
 //! `GET /boot.ipxe` (the generic script), `GET /boot/<mac>.ipxe` (a node's own script, from the
 //! in-memory snapshot) and `GET`/`HEAD /files/<path>` (kernels, ramdisks, images, with Range);
 //! and the deploy ramdisk's endpoints (`deploy`). The boot handlers read the current snapshot and
-//! never wait on SQLite, Cinder or a BMC.
+//! never wait on SQLite, Cinder or a BMC. A script that carries a secret, the deploy token, the
+//! config drive and the call-back go only to the node itself (`script_access`).
 
 mod boot;
 mod deploy;
@@ -29,6 +30,8 @@ pub struct BootState {
     pub conductor: Option<crate::conductor::Conductor>,
     /// Recent boot requests, for the admin page.
     pub recent: Arc<crate::recent::RecentBoots>,
+    /// Who may fetch secrets (`[boot] script_secrets`).
+    pub access: Arc<crate::script_access::ScriptAccess>,
 }
 
 /// The boot listener's routes.
@@ -37,6 +40,7 @@ pub fn router(state: BootState) -> Router {
         .route("/boot.ipxe", get(boot::generic))
         .route("/boot/{file}", get(boot::per_mac))
         .route("/files/{*path}", get(files::serve).head(files::serve))
+        .route("/deploy/{node}/token", axum::routing::post(deploy::token))
         .route("/deploy/{node}/callback", axum::routing::post(deploy::callback))
         .route("/deploy/{node}/configdrive", get(deploy::configdrive))
         .with_state(state)

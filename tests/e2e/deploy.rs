@@ -513,6 +513,9 @@ fn deploy_through_bootvol(e2e: &E2e, case: Case) -> Deployed {
     }
     let script = bootvol.assert_serves_render(case.mac);
     assert!(script.contains(&format!("bootvol.image_sha256={sha256}")), "{script}");
+    // The one-time token is in no script: the ramdisk asks for it once.
+    assert!(script.contains("bootvol.token_url="), "{script}");
+    assert!(!script.contains("token="), "{script}");
 
     let mut vm = Vm::new(
         Firmware::Bios,

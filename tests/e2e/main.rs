@@ -18,6 +18,7 @@ mod deploy;
 mod fallback;
 mod http_san;
 mod iscsi_bios;
+mod neighbour;
 mod nfs_root;
 mod support;
 mod uefi;

@@ -22,6 +22,8 @@ fn appliance(cinder_url: &str, api: &str) -> Appliance {
 enabled_storage_interfaces = ["noop", "external", "cinder"]
 [database]
 path = "{}/bootvol.db"
+[boot]
+script_secrets = "any" # clients on loopback
 [http]
 public_url = "http://192.0.2.10:8080"
 [cinder]

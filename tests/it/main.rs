@@ -10,6 +10,7 @@ mod conductor;
 mod fuzz_corpora;
 mod hostile;
 mod keystone;
+mod neighbour;
 mod power;
 mod race;
 mod scenarios;

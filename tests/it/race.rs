@@ -36,6 +36,8 @@ impl Rig {
 enabled_storage_interfaces = ["noop", "external", "cinder"]
 [database]
 path = "{dir}/bootvol.db"
+[boot]
+script_secrets = "any" # clients on loopback
 [http]
 public_url = "http://192.0.2.10:8080"
 files_root = "{dir}"

@@ -12,7 +12,8 @@ pub(crate) fn fixture(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(path)
 }
 
-/// A configuration with every storage interface enabled and its database in `dir`.
+/// A configuration with every storage interface enabled and its database in `dir`. Its clients
+/// are on loopback, which has no neighbour table: `script_secrets = "any"`.
 pub(crate) fn config_text(dir: &Path) -> String {
     format!(
         r#"[DEFAULT]
@@ -30,6 +31,7 @@ url = "http://127.0.0.1:8776/v3"
 [boot]
 san_attempts = 4
 san_retry_delay = 3
+script_secrets = "any"
 "#,
         dir.join("bootvol.db").display()
     )

@@ -24,6 +24,9 @@ pub(crate) struct Settings {
     pub(crate) san_retry_delay: u32,
     /// Run inside this network namespace.
     pub(crate) netns: Option<String>,
+    /// `[boot] script_secrets`: `any` on QEMU's user-mode network (its NAT hides the guest's
+    /// MAC), `neighbour` on a real L2 path.
+    pub(crate) script_secrets: &'static str,
     /// More configuration, appended as is (whole TOML sections).
     pub(crate) extra_config: String,
 }
@@ -40,6 +43,7 @@ impl Settings {
             san_attempts: 2,
             san_retry_delay: 1,
             netns: None,
+            script_secrets: "any",
             extra_config: String::new(),
         }
     }
@@ -54,6 +58,7 @@ impl Settings {
             san_attempts: 2,
             san_retry_delay: 1,
             netns: Some(netns.to_owned()),
+            script_secrets: "neighbour",
             extra_config: String::new(),
         }
     }
@@ -98,6 +103,7 @@ listen = "127.0.0.1:{api_port}"
 [boot]
 san_attempts = {san_attempts}
 san_retry_delay = {san_retry_delay}
+script_secrets = "{script_secrets}"
 "#,
             db = dir.join("bootvol.db").display(),
             http_listen = settings.http_listen,
@@ -108,6 +114,7 @@ san_retry_delay = {san_retry_delay}
             api_port = free_tcp_port(),
             san_attempts = settings.san_attempts,
             san_retry_delay = settings.san_retry_delay,
+            script_secrets = settings.script_secrets,
         ) + &settings.extra_config;
         std::fs::write(&config, text).unwrap();
         Bootvol { settings, config, files_root, daemon: None, log: dir.join("bootvol.log") }
