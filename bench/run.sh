@@ -70,6 +70,9 @@ listen = "127.0.0.1:16900"
 root = "$WORK/tftp"
 max_block_size = 1468
 max_window_size = 16
+# The 500 simultaneous clients all come from 127.0.0.1: caps above them.
+max_transfers = 600
+max_transfers_per_client = 600
 EOF
 }
 config "$WORK/empty.db" > "$WORK/empty.toml"
