@@ -7,6 +7,7 @@ mod cinder;
 mod cinder_support;
 mod cli;
 mod conductor;
+mod flood;
 mod hostile;
 mod keystone;
 mod power;
