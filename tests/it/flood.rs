@@ -410,3 +410,42 @@ fn tftp_fetch(
     }
     Err(format!("TFTP: no complete answer within {wait:?} ({} bytes)", received.len()))
 }
+
+#[test]
+#[allow(clippy::disallowed_methods)] // tests run the real binary
+fn check_config_and_serve_refuse_caps_that_do_not_fit_the_descriptor_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |extra: &str| {
+        let text = format!(
+            "[database]\npath = \"{}\"\n[api]\nlisten = \"127.0.0.1:0\"\n[http]\nlisten = \"127.0.0.1:0\"\n[tftp]\nlisten = \"127.0.0.1:0\"\n{extra}",
+            dir.path().join("bootvol.db").display()
+        );
+        let path = dir.path().join("bootvol.toml");
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    let run = |limit: &str, config: &std::path::Path, command: &str| {
+        Command::new("prlimit")
+            .arg(format!("--nofile={limit}"))
+            .arg(env!("CARGO_BIN_EXE_bootvol"))
+            .arg("--config")
+            .arg(config)
+            .arg(command)
+            .stdout(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let defaults = write("");
+    assert!(run("1024:1024", &defaults, "check-config").status.success(), "the defaults fit");
+    let raised = write("max_transfers = 2000\n");
+    for command in ["check-config", "serve"] {
+        let output = run("1024:1024", &raised, command);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{command}: {stderr}");
+        for key in ["http.max_connections", "api.max_connections", "tftp.max_transfers", "1024"] {
+            assert!(stderr.contains(key), "{command} does not name {key}: {stderr}");
+        }
+    }
+    // A soft limit below the hard one is raised by serve, so check-config counts the hard one.
+    assert!(run("256:4096", &raised, "check-config").status.success());
+}

@@ -9,6 +9,7 @@ mod cli;
 mod conductor;
 mod flood;
 mod hostile;
+mod keepalive;
 mod keystone;
 mod power;
 mod race;
