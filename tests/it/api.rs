@@ -783,7 +783,7 @@ struct Cli<'a> {
 impl Cli<'_> {
     /// Runs a command. `baremetal` always gets `--max-retries 0`: it would retry a 409 for
     /// minutes (real-clients.md), and a command expected to work must work without retries (a
-    /// retry would hide a connection the server closed without saying so: tests/it/keepalive.rs).
+    /// retry would hide a connection the server closed without saying so: tests/it/listener.rs).
     #[allow(clippy::disallowed_methods)]
     fn run(&self, program: &str, args: &[&str]) -> (bool, String) {
         let mut command = Command::new(self.bin.join(program));

@@ -1,5 +1,7 @@
-//! Keep-alive as clients expect it: a connection the server is going to close is answered with
-//! `Connection: close`, and one it keeps says for how long (`Keep-Alive: timeout=`).
+//! The HTTP listeners (`http::listener`) as clients see them. Keep-alive as clients expect it: a
+//! connection the server is going to close is answered with `Connection: close`, and one it
+//! keeps says for how long (`Keep-Alive: timeout=`). Draining: on shutdown idle connections
+//! close at once, a response in flight is sent to its end, new connections are refused.
 //!
 //! The real `baremetal` client's intermittent "Remote end closed connection without response"
 //! came from here: its first request of a command asks for the newest microversion; the API
@@ -84,4 +86,59 @@ fn a_refusal_before_the_body_closes_the_connection_and_says_so() {
         assert!(!head.contains("connection: close"), "{head}");
     }
     shutdown.cancel();
+}
+
+#[test]
+fn shutdown_closes_idle_connections_and_lets_a_download_in_flight_finish() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("files");
+    std::fs::create_dir_all(&root).unwrap();
+    let big: Vec<u8> = (0..8_000_000u32).map(|i| (i % 251) as u8).collect();
+    std::fs::write(root.join("big.img"), &big).unwrap();
+    let text = config_text(dir.path()).replace("/srv/bootvol/files", &root.display().to_string());
+    let (_api, boot, shutdown, thread) =
+        crate::support::start_serve_joinable(Config::from_toml(&text, "test").unwrap());
+    let connect = || loop {
+        if let Ok(stream) = TcpStream::connect(boot) {
+            stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            break stream;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // A keep-alive connection, idle after one answer.
+    let mut idle = connect();
+    idle.write_all(b"GET /boot.ipxe HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    assert!(read_response(&mut idle).unwrap().starts_with("http/1.1 200"));
+    // A download in flight: the head and a first piece read, then the client pauses.
+    let mut download = connect();
+    download.write_all(b"GET /files/big.img HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; 64 << 10];
+    while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = download.read(&mut buf).unwrap();
+        got.extend_from_slice(&buf[..n]);
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    shutdown.cancel();
+    let started = std::time::Instant::now();
+    assert_eq!(idle.read(&mut buf).unwrap_or(0), 0, "the idle connection is closed");
+    assert!(started.elapsed() < Duration::from_secs(2), "closed after {:?}", started.elapsed());
+    std::thread::sleep(Duration::from_millis(300));
+    let refused = TcpStream::connect(boot).map_or(true, |mut late| {
+        late.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let _ = late.write_all(b"GET /boot.ipxe HTTP/1.1\r\nHost: x\r\n\r\n");
+        read_response(&mut late).is_none()
+    });
+    assert!(refused, "a new connection is answered after shutdown");
+    loop {
+        let n = download.read(&mut buf).unwrap();
+        if n == 0 {
+            break;
+        }
+        got.extend_from_slice(&buf[..n]);
+    }
+    let body_at = got.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    assert_eq!(got.len() - body_at, big.len(), "the download in flight is sent to its end");
+    assert!(got[body_at..] == big[..]);
+    thread.join().unwrap().unwrap();
 }
