@@ -341,8 +341,9 @@ impl Connection {
                             connection.as_mut().graceful_shutdown();
                             closing = true;
                         }
+                        // Debug: a flood of these is bounded by the caps, not by the log.
                         phase => {
-                            tracing::info!(%peer, ?phase, "http: request headers not received in time; connection closed");
+                            tracing::debug!(%peer, ?phase, "http: request headers not received in time; connection closed");
                             break;
                         }
                     }
@@ -363,6 +364,7 @@ async fn answer(
     keep_alive: HeaderValue,
 ) -> Result<Response<Body>, Infallible> {
     activity.enter(Phase::Busy);
+    let client_keeps_alive = wants_keep_alive(&request);
     let read_to_end = Arc::new(AtomicBool::new(hyper::body::Body::is_end_stream(request.body())));
     let mut request = request.map(|incoming| {
         Body::new(TrackedRequestBody { inner: incoming, read_to_end: Arc::clone(&read_to_end) })
@@ -373,12 +375,26 @@ async fn answer(
     if !read_to_end.load(Ordering::Acquire) {
         // hyper closes a connection whose request body was not read to the end: say so.
         headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
-    } else if !headers.contains_key(header::CONNECTION) {
+    } else if client_keeps_alive && !headers.contains_key(header::CONNECTION) {
         headers.insert(header::HeaderName::from_static("keep-alive"), keep_alive);
     }
     let (parts, body) = response.into_parts();
     let body = Body::new(IdleWhenDone { inner: body, activity: Some(activity) });
     Ok(Response::from_parts(parts, body))
+}
+
+/// Whether the client asked to keep the connection (HTTP/1.1 unless `Connection: close`,
+/// HTTP/1.0 only with `Connection: keep-alive`), so that `Keep-Alive:` goes only to those.
+fn wants_keep_alive<B>(request: &Request<B>) -> bool {
+    let connection = |token: &str| {
+        request.headers().get_all(header::CONNECTION).iter().any(|value| {
+            value.to_str().is_ok_and(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case(token)))
+        })
+    };
+    match request.version() {
+        axum::http::Version::HTTP_10 => connection("keep-alive"),
+        _ => !connection("close"),
+    }
 }
 
 /// The socket, noting the first bytes of each request (that is when `header_timeout` starts
@@ -602,6 +618,22 @@ mod tests {
         newer.activity.enter(Phase::Busy);
         newest.activity.enter(Phase::Busy);
         assert_eq!(registry.admit(ip(7), &shutdown).unwrap_err(), Refusal::Full);
+    }
+
+    #[test]
+    fn keep_alive_is_announced_only_to_clients_that_keep_the_connection() {
+        let request = |version, connection: Option<&str>| {
+            let mut builder = Request::builder().version(version);
+            if let Some(value) = connection {
+                builder = builder.header(header::CONNECTION, value);
+            }
+            builder.body(()).unwrap()
+        };
+        use axum::http::Version;
+        assert!(wants_keep_alive(&request(Version::HTTP_11, None)));
+        assert!(!wants_keep_alive(&request(Version::HTTP_11, Some("Close"))));
+        assert!(!wants_keep_alive(&request(Version::HTTP_10, None)));
+        assert!(wants_keep_alive(&request(Version::HTTP_10, Some("keep-alive"))));
     }
 
     #[test]
