@@ -14,6 +14,12 @@
 //! and then a thread that runs the packet loop with blocking calls (see `run_on_thread` for
 //! why); the task waits for it, stops it when the transfer is replaced or aborted, and logs.
 //!
+//! What one client can take is bounded: a transfer holds exactly one socket (the file is read
+//! before it is bound, and threads are woken through one shared socket), transfers are capped in
+//! all (`max_transfers`) and per client IP address (`max_transfers_per_client`), and a client that
+//! never acknowledges the first packet gets it three times at most (`transfer`'s
+//! `FIRST_PACKET_RETRIES`), so a forged request costs at most three packets.
+//!
 //! It must not know what it serves: file contents come from a [`Handler`], which maps a path and
 //! a client address to bytes. Nothing here knows about boot scripts, MAC addresses or SQLite.
 //!
