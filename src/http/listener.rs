@@ -55,6 +55,10 @@ use crate::config::ConnectionLimits;
 /// the announced `Keep-Alive: timeout=` never sends on a connection being closed.
 const IDLE_GRACE: Duration = Duration::from_secs(1);
 
+/// How long a quiet connection told to close (idle too long, evicted, shutdown) may take to
+/// close before it is dropped.
+const CLOSE_GRACE: Duration = Duration::from_secs(2);
+
 /// Pause after a failed `accept` (out of descriptors, most likely) so that it cannot spin.
 const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(100);
 
@@ -313,10 +317,14 @@ impl Connection {
         let connection = builder.serve_connection(io, service);
         tokio::pin!(connection);
         let mut closing = false;
+        // A quiet connection told to close is dropped if hyper has not closed it by then (it
+        // closes a quiet one at once; this only bounds a client that stopped reading).
+        let mut give_up: Option<Instant> = None;
         loop {
-            let deadline = activity.deadline(&limits);
             // Busy: look again later (the phase changes without waking this task).
-            let wake = deadline.unwrap_or_else(|| Instant::now() + limits.header_timeout);
+            let wake = give_up
+                .or_else(|| activity.deadline(&limits))
+                .unwrap_or_else(|| Instant::now() + limits.header_timeout);
             tokio::select! {
                 result = connection.as_mut() => {
                     if let Err(e) = result {
@@ -329,10 +337,17 @@ impl Connection {
                     // answer (hyper adds `Connection: close`).
                     connection.as_mut().graceful_shutdown();
                     closing = true;
+                    if activity.phase().quiet() {
+                        give_up = Some(Instant::now() + CLOSE_GRACE);
+                    }
                 }
                 () = tokio::time::sleep_until(wake.into()) => {
+                    let now = Instant::now();
+                    if give_up.is_some_and(|at| now >= at) {
+                        break;
+                    }
                     let Some(deadline) = activity.deadline(&limits) else { continue };
-                    if Instant::now() < deadline {
+                    if now < deadline {
                         continue;
                     }
                     match activity.phase() {
@@ -340,6 +355,7 @@ impl Connection {
                             tracing::debug!(%peer, "http: idle keep-alive connection closed");
                             connection.as_mut().graceful_shutdown();
                             closing = true;
+                            give_up = Some(now + CLOSE_GRACE);
                         }
                         // Debug: a flood of these is bounded by the caps, not by the log.
                         phase => {
