@@ -164,7 +164,7 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<()> {
                 Command::Apply { file, prune } => apply(&config, &file, prune, out),
                 Command::Export => export(&config, out),
                 Command::Render { mac } => render(&config, &mac, out),
-                Command::Serve => serve(config),
+                Command::Serve => serve(config, &origin),
                 Command::Volumes { action } => volumes(config, action, out),
                 Command::Sync => sync(config, out),
                 Command::Node { action } => node_command(config, action, out),
@@ -252,10 +252,10 @@ fn render(config: &Config, mac: &str, out: &mut dyn Write) -> Result<()> {
     Ok(())
 }
 
-fn serve(config: Config) -> Result<()> {
+fn serve(config: Config, origin: &str) -> Result<()> {
     init_logging("info");
     let limit = raise_descriptor_limit();
-    config.check_descriptors(limit, "the configuration")?;
+    config.check_descriptors(limit, origin)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async {
         let listeners = crate::app::Listeners::bind(&config).await?;
@@ -570,7 +570,7 @@ fn demo(
         config.http.public_url, config.http.public_url
     )?;
     out.flush()?;
-    let result = serve(config);
+    let result = serve(config, "bootvol demo");
     let _ = std::fs::remove_dir_all(&folder);
     result
 }
