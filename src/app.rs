@@ -12,8 +12,6 @@
 //! the services are waited for (`TaskTracker`), all within [`DRAIN_TIMEOUT`]; an action the
 //! deadline cuts short is ended at the next start, as after a crash.
 
-use std::future::IntoFuture;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -135,19 +133,20 @@ pub async fn serve(
         shutdown.clone(),
         DRAIN_TIMEOUT,
     ));
-    let api = tokio::spawn(
-        axum::serve(
-            listeners.api,
-            crate::api::router(api_state.clone())
-                .merge(crate::admin::router(api_state))
-                .into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .with_graceful_shutdown(shutdown.clone().cancelled_owned())
-        .into_future(),
+    let api = tokio::spawn(crate::http::listener::serve(
+        "api",
+        listeners.api,
+        crate::api::router(api_state.clone()).merge(crate::admin::router(api_state)),
+        config.api.connection_limits(),
+        shutdown.clone(),
+    ));
+    let http = crate::http::listener::serve(
+        "boot",
+        listeners.http,
+        router(state),
+        config.http.connection_limits(),
+        shutdown.clone(),
     );
-    let app = router(state).into_make_service_with_connect_info::<SocketAddr>();
-    let http =
-        axum::serve(listeners.http, app).with_graceful_shutdown(shutdown.clone().cancelled_owned());
     let http_result = tokio::select! {
         result = http => result.context("boot HTTP listener"),
         () = async { shutdown.cancelled().await; tokio::time::sleep(DRAIN_TIMEOUT).await } => {
@@ -314,6 +313,7 @@ fn tftp_config(config: &Config) -> bootvol_tftp::TftpConfig {
         timeout: Duration::from_secs(config.tftp.timeout),
         max_retries: config.tftp.retries,
         max_transfers: config.tftp.max_transfers.max(1),
+        max_transfers_per_client: config.tftp.max_transfers_per_client.max(1),
     }
 }
 

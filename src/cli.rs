@@ -164,7 +164,7 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<()> {
                 Command::Apply { file, prune } => apply(&config, &file, prune, out),
                 Command::Export => export(&config, out),
                 Command::Render { mac } => render(&config, &mac, out),
-                Command::Serve => serve(config),
+                Command::Serve => serve(config, &origin),
                 Command::Volumes { action } => volumes(config, action, out),
                 Command::Sync => sync(config, out),
                 Command::Node { action } => node_command(config, action, out),
@@ -190,6 +190,9 @@ fn load_config(path: Option<&Path>) -> Result<(Config, String)> {
 }
 
 fn check_config(config: &Config, origin: &str, out: &mut dyn Write) -> Result<()> {
+    // The limit `serve` will run with: it raises the soft limit to the hard one.
+    let (_, hard) = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)?;
+    config.check_descriptors(hard, origin)?;
     writeln!(out, "{origin}: OK")?;
     writeln!(out, "{config:#?}")?;
     Ok(())
@@ -249,13 +252,32 @@ fn render(config: &Config, mac: &str, out: &mut dyn Write) -> Result<()> {
     Ok(())
 }
 
-fn serve(config: Config) -> Result<()> {
+fn serve(config: Config, origin: &str) -> Result<()> {
     init_logging("info");
+    let limit = raise_descriptor_limit();
+    config.check_descriptors(limit, origin)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async {
         let listeners = crate::app::Listeners::bind(&config).await?;
         crate::app::serve(config, listeners, tokio_util::sync::CancellationToken::new()).await
     })
+}
+
+/// Raises `RLIMIT_NOFILE`'s soft limit to its hard limit (systemd starts services at 1,024) and
+/// answers the soft limit `serve` runs with.
+fn raise_descriptor_limit() -> u64 {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else { return 1024 };
+    if soft >= hard {
+        return soft;
+    }
+    match setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
+        Ok(()) => hard,
+        Err(e) => {
+            tracing::warn!(soft, hard, error = %e, "cannot raise the file descriptor limit");
+            soft
+        }
+    }
 }
 
 /// Logs to standard error; `RUST_LOG` filters, else `default_filter`: `info` for `serve`, `warn`
@@ -553,7 +575,7 @@ fn demo(
         config.http.public_url, config.http.public_url
     )?;
     out.flush()?;
-    let result = serve(config);
+    let result = serve(config, "bootvol demo");
     let _ = std::fs::remove_dir_all(&folder);
     result
 }

@@ -5,6 +5,7 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::Deserialize;
 
@@ -170,6 +171,14 @@ pub struct HttpSection {
     pub public_url: String,
     /// Kernels, ramdisks and images served under `/files/`.
     pub files_root: PathBuf,
+    /// Seconds a client has to send a request's headers (from its first byte, or from accept).
+    pub header_timeout: u64,
+    /// Seconds a keep-alive connection may stay idle between requests.
+    pub idle_timeout: u64,
+    /// Connections open at once; past it the one idle the longest is closed, else the new one.
+    pub max_connections: usize,
+    /// Connections open at once from one client address; past it a new one is closed at once.
+    pub max_connections_per_client: usize,
 }
 
 impl Default for HttpSection {
@@ -178,6 +187,45 @@ impl Default for HttpSection {
             listen: SocketAddr::from(([0, 0, 0, 0], 8080)),
             public_url: "http://127.0.0.1:8080".into(),
             files_root: PathBuf::from("/var/lib/bootvol/files"),
+            header_timeout: DEFAULT_LIMITS.0,
+            idle_timeout: DEFAULT_LIMITS.1,
+            max_connections: DEFAULT_LIMITS.2,
+            max_connections_per_client: DEFAULT_LIMITS.3,
+        }
+    }
+}
+
+/// `header_timeout`, `idle_timeout`, `max_connections`, `max_connections_per_client`: the same
+/// defaults on both HTTP listeners.
+const DEFAULT_LIMITS: (u64, u64, usize, usize) = (10, 60, 400, 64);
+
+/// What one HTTP listener (`[http]` or `[api]`) allows each connection and each client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectionLimits {
+    pub header_timeout: Duration,
+    pub idle_timeout: Duration,
+    pub max_connections: usize,
+    pub max_connections_per_client: usize,
+}
+
+impl HttpSection {
+    pub fn connection_limits(&self) -> ConnectionLimits {
+        ConnectionLimits {
+            header_timeout: Duration::from_secs(self.header_timeout),
+            idle_timeout: Duration::from_secs(self.idle_timeout),
+            max_connections: self.max_connections,
+            max_connections_per_client: self.max_connections_per_client,
+        }
+    }
+}
+
+impl ApiSection {
+    pub fn connection_limits(&self) -> ConnectionLimits {
+        ConnectionLimits {
+            header_timeout: Duration::from_secs(self.header_timeout),
+            idle_timeout: Duration::from_secs(self.idle_timeout),
+            max_connections: self.max_connections,
+            max_connections_per_client: self.max_connections_per_client,
         }
     }
 }
@@ -196,8 +244,11 @@ pub struct TftpSection {
     pub timeout: u64,
     /// Retransmissions before a silent client is given up.
     pub retries: u32,
-    /// Transfers open at once (each holds a thread until it ends); past it, "server busy".
+    /// Transfers open at once (each holds a thread and a socket until it ends); past it,
+    /// "server busy".
     pub max_transfers: usize,
+    /// Transfers open at once for one client address; past it, "server busy" to that address.
+    pub max_transfers_per_client: usize,
 }
 
 impl Default for TftpSection {
@@ -209,7 +260,8 @@ impl Default for TftpSection {
             max_window_size: 16,
             timeout: 1,
             retries: 5,
-            max_transfers: 2000,
+            max_transfers: 200,
+            max_transfers_per_client: 32,
         }
     }
 }
@@ -228,6 +280,11 @@ pub struct ApiSection {
     /// proxy or a wildcard listener), the base of every link in an answer. Empty: the
     /// listener's bound address. The request's `Host` header is never used.
     pub public_endpoint: String,
+    /// As in `[http]`.
+    pub header_timeout: u64,
+    pub idle_timeout: u64,
+    pub max_connections: usize,
+    pub max_connections_per_client: usize,
 }
 
 impl Default for ApiSection {
@@ -237,6 +294,10 @@ impl Default for ApiSection {
             auth_strategy: ApiAuthStrategy::HttpBasic,
             http_basic_auth_user_file: PathBuf::from("/etc/bootvol/htpasswd"),
             public_endpoint: String::new(),
+            header_timeout: DEFAULT_LIMITS.0,
+            idle_timeout: DEFAULT_LIMITS.1,
+            max_connections: DEFAULT_LIMITS.2,
+            max_connections_per_client: DEFAULT_LIMITS.3,
         }
     }
 }
@@ -417,6 +478,51 @@ impl Default for BootSection {
     }
 }
 
+/// Descriptors `serve` keeps for itself beside its connections and transfers: standard streams,
+/// the runtime's epoll and event descriptors, the three listening sockets, the TFTP wake socket,
+/// two SQLite connections (database, WAL and shared-memory files each), measured at 20, plus room
+/// for a file being read.
+pub const RESERVED_DESCRIPTORS: u64 = 24;
+
+fn check_connection_limits(
+    section: &str,
+    limits: &ConnectionLimits,
+) -> Result<(), (&'static str, String)> {
+    let key = |name: &str| -> &'static str {
+        match (section, name) {
+            ("http", "header_timeout") => "http.header_timeout",
+            ("http", "idle_timeout") => "http.idle_timeout",
+            ("http", "max_connections") => "http.max_connections",
+            ("http", _) => "http.max_connections_per_client",
+            (_, "header_timeout") => "api.header_timeout",
+            (_, "idle_timeout") => "api.idle_timeout",
+            (_, "max_connections") => "api.max_connections",
+            _ => "api.max_connections_per_client",
+        }
+    };
+    let header = limits.header_timeout.as_secs();
+    if !(1..=300).contains(&header) {
+        return Err((key("header_timeout"), format!("{header} is not between 1 and 300 seconds")));
+    }
+    let idle = limits.idle_timeout.as_secs();
+    if !(1..=3600).contains(&idle) {
+        return Err((key("idle_timeout"), format!("{idle} is not between 1 and 3600 seconds")));
+    }
+    if limits.max_connections == 0 {
+        return Err((key("max_connections"), "must be at least 1".into()));
+    }
+    if !(1..=limits.max_connections).contains(&limits.max_connections_per_client) {
+        return Err((
+            key("max_connections_per_client"),
+            format!(
+                "{} is not between 1 and max_connections ({})",
+                limits.max_connections_per_client, limits.max_connections
+            ),
+        ));
+    }
+    Ok(())
+}
+
 impl Config {
     /// Reads and validates a configuration file.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
@@ -537,6 +643,23 @@ impl Config {
         if self.tftp.retries > 50 {
             return Err(("tftp.retries", format!("{} is more than 50", self.tftp.retries)));
         }
+        for (section, limits) in
+            [("http", self.http.connection_limits()), ("api", self.api.connection_limits())]
+        {
+            check_connection_limits(section, &limits)?;
+        }
+        if self.tftp.max_transfers == 0 {
+            return Err(("tftp.max_transfers", "must be at least 1".into()));
+        }
+        if !(1..=self.tftp.max_transfers).contains(&self.tftp.max_transfers_per_client) {
+            return Err((
+                "tftp.max_transfers_per_client",
+                format!(
+                    "{} is not between 1 and max_transfers ({})",
+                    self.tftp.max_transfers_per_client, self.tftp.max_transfers
+                ),
+            ));
+        }
         if !(10..=60_000).contains(&self.database.watch_interval_ms) {
             return Err((
                 "database.watch_interval_ms",
@@ -647,6 +770,34 @@ impl Config {
         Ok(())
     }
 
+    /// File descriptors the caps can take at once: one per connection on each HTTP listener,
+    /// one per TFTP transfer, and [`RESERVED_DESCRIPTORS`] for the process itself.
+    pub fn descriptors_needed(&self) -> u64 {
+        [self.http.max_connections, self.api.max_connections, self.tftp.max_transfers]
+            .iter()
+            .map(|&cap| cap as u64)
+            .fold(RESERVED_DESCRIPTORS, u64::saturating_add)
+    }
+
+    /// Refuses caps that cannot fit in `limit` descriptors (`RLIMIT_NOFILE` as `serve` gets
+    /// it), naming the keys.
+    pub fn check_descriptors(&self, limit: u64, origin: &str) -> Result<(), ConfigError> {
+        let needed = self.descriptors_needed();
+        if needed <= limit {
+            return Ok(());
+        }
+        Err(ConfigError::Invalid {
+            origin: origin.into(),
+            key: "http.max_connections",
+            message: format!(
+                "http.max_connections ({}) + api.max_connections ({}) + tftp.max_transfers ({}) \
+                 + {RESERVED_DESCRIPTORS} for the process need {needed} file descriptors; the \
+                 limit is {limit} (RLIMIT_NOFILE: raise LimitNOFILE= in the unit, or lower the caps)",
+                self.http.max_connections, self.api.max_connections, self.tftp.max_transfers
+            ),
+        })
+    }
+
     /// What the renderer needs.
     pub fn boot_settings(&self) -> BootSettings {
         BootSettings {
@@ -699,6 +850,19 @@ mod tests {
     }
 
     #[test]
+    fn the_default_caps_fit_in_1024_descriptors_and_raised_ones_are_refused_by_name() {
+        let config = Config::from_toml("", "t").unwrap();
+        assert_eq!(config.descriptors_needed(), 1024);
+        config.check_descriptors(1024, "t").unwrap();
+        let raised = Config::from_toml("[tftp]\nmax_transfers = 2000\n", "t").unwrap();
+        let err = raised.check_descriptors(1024, "t.toml").unwrap_err().to_string();
+        for key in ["http.max_connections", "api.max_connections", "tftp.max_transfers", "2824"] {
+            assert!(err.contains(key), "{err}");
+        }
+        raised.check_descriptors(8192, "t").unwrap();
+    }
+
+    #[test]
     fn unknown_keys_and_bad_values_name_the_key() {
         let cases = [
             ("[http]\nlisten = \"nowhere\"\n", "listen"),
@@ -719,6 +883,12 @@ mod tests {
             ("[bogus]\n", "bogus"),
             ("[api]\nauth_strategy = \"keystone\"\n", "auth_strategy"),
             ("[api]\nhttp_basic_auth_user_file = \"htpasswd\"\n", "api.http_basic_auth_user_file"),
+            ("[http]\nheader_timeout = 0\n", "http.header_timeout"),
+            ("[api]\nidle_timeout = 0\n", "api.idle_timeout"),
+            ("[http]\nmax_connections = 0\n", "http.max_connections"),
+            ("[api]\nmax_connections = 10\n", "api.max_connections_per_client"),
+            ("[tftp]\nmax_transfers = 0\n", "tftp.max_transfers"),
+            ("[tftp]\nmax_transfers_per_client = 201\n", "tftp.max_transfers_per_client"),
         ];
         for (text, key) in cases {
             let err = Config::from_toml(text, "t.toml").unwrap_err().to_string();

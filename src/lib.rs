@@ -20,8 +20,9 @@
 //!   snapshot of every node's script); [`files`] (confining client-supplied paths to a served
 //!   folder); [`recent`] (the ring of recent boot requests); [`neighbour`] (the kernel's
 //!   neighbour table: a client's MAC); [`script_access`] (secrets only to their node: the
-//!   neighbour check, refusals reported); [`http`] (the boot HTTP listener,
-//!   and the deploy ramdisk's call-back); [`tftp_files`] (what the TFTP listener serves; the
+//!   neighbour check, refusals reported); [`http`] (the boot HTTP listener, the deploy
+//!   ramdisk's call-back, and `http::listener`, the accept loop with its connection caps and
+//!   timeouts that both HTTP listeners use); [`tftp_files`] (what the TFTP listener serves; the
 //!   server itself is the `bootvol_tftp` crate, `crates/tftp`).
 //! - Actions: [`conductor`] (node actions, started through one entry point, one at a time per
 //!   node, and events);

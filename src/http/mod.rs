@@ -10,6 +10,7 @@
 mod boot;
 mod deploy;
 mod files;
+pub mod listener;
 
 use std::sync::Arc;
 

@@ -880,15 +880,11 @@ struct Cli<'a> {
 }
 
 impl Cli<'_> {
-    /// Runs a command that is expected to fail: `baremetal` gets `--max-retries 0`, or it
-    /// would retry a 409 for minutes (real-clients.md).
-    fn run(&self, program: &str, args: &[&str]) -> (bool, String) {
-        self.exec(program, args, true)
-    }
-
-    /// Runs a command; `expect_error`: without the client's retries.
+    /// Runs a command. `baremetal` always gets `--max-retries 0`: it would retry a 409 for
+    /// minutes (real-clients.md), and a command expected to work must work without retries (a
+    /// retry would hide a connection the server closed without saying so: tests/it/listener.rs).
     #[allow(clippy::disallowed_methods)]
-    fn exec(&self, program: &str, args: &[&str], expect_error: bool) -> (bool, String) {
+    fn run(&self, program: &str, args: &[&str]) -> (bool, String) {
         let mut command = Command::new(self.bin.join(program));
         command
             .env_clear()
@@ -897,7 +893,7 @@ impl Cli<'_> {
             .env("XDG_CACHE_HOME", self.home.path().join("cache"))
             .env("PYTHONWARNINGS", "ignore");
         command.arg("--os-endpoint").arg(&self.api.base);
-        if program == "baremetal" && expect_error {
+        if program == "baremetal" {
             command.args(["--max-retries", "0"]);
         }
         if self.basic {
@@ -922,10 +918,7 @@ impl Cli<'_> {
     }
 
     fn ok(&self, program: &str, args: &[&str]) -> String {
-        // A command expected to work keeps the client's own retries, as an operator's would.
-        // Without them, 2 runs in 6 here failed on a connection closed before any answer
-        // (`RemoteDisconnected` on `port create`; the cause was not found).
-        let (ok, text) = self.exec(program, args, false);
+        let (ok, text) = self.run(program, args);
         assert!(ok, "{program} {args:?} failed:\n{text}");
         text
     }
@@ -1042,7 +1035,7 @@ fn cli_flow(cli: &Cli<'_>, program: &str, prefix: &[&str], name: &str, mac: &str
         cli.run(program, &a.iter().map(String::as_str).collect::<Vec<_>>())
     };
     if program == "baremetal" {
-        // 409: deployed. The `baremetal` shell gets --max-retries 0 (Cli::run).
+        // 409: deployed (the `baremetal` shell gets --max-retries 0: Cli::run).
         let (ok, text) = try_run(&["node", "delete", name]);
         assert!(!ok && text.contains("HTTP 409"), "{text}");
         // 400: a deployed, powered-on node's volume targets are frozen.

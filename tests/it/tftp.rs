@@ -296,7 +296,12 @@ enum Got {
 
 impl Raw {
     fn new(server: SocketAddr) -> Raw {
-        let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+        Raw::from_ip(server, "127.0.0.1")
+    }
+
+    /// A client at another loopback address (another host, as the server sees it).
+    fn from_ip(server: SocketAddr, ip: &str) -> Raw {
+        let socket = UdpSocket::bind((ip, 0)).unwrap();
         Raw { socket, server }
     }
 
@@ -678,7 +683,10 @@ fn shutdown_waits_no_longer_than_the_drain_period_then_stops_transfers() {
 #[test]
 fn five_hundred_simultaneous_clients_all_get_the_file() {
     let file = contents(100 << 10, 17);
-    let server = Server::start(&[("many.bin", &file)], TftpConfig::default(), Duration::ZERO);
+    // All 500 come from 127.0.0.1: the caps are set above them (this checks concurrency).
+    let config =
+        TftpConfig { max_transfers: 500, max_transfers_per_client: 500, ..TftpConfig::default() };
+    let server = Server::start(&[("many.bin", &file)], config, Duration::ZERO);
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let results = runtime.block_on(async {
         let clients: Vec<_> =
@@ -768,4 +776,33 @@ fn past_the_transfer_cap_new_requests_are_told_the_server_is_busy() {
     first.rrq("cap.bin", &[]);
     let (got, _) = first.expect("DATA 1 again");
     assert!(matches!(got, Got::Data(1, _)), "{got:?}");
+}
+
+#[test]
+fn past_the_per_client_cap_that_client_is_busy_and_others_are_served() {
+    let file = contents(10_000, 23);
+    let config = TftpConfig { max_transfers_per_client: 2, ..fast_config() };
+    let server = Server::start(&[("c.bin", &file)], config, Duration::ZERO);
+    // Two ports of 127.0.0.2 take its two slots (they never ACK).
+    let holders: Vec<Raw> = (0..2).map(|_| Raw::from_ip(server.addr, "127.0.0.2")).collect();
+    for holder in &holders {
+        holder.rrq("c.bin", &[]);
+        assert!(matches!(holder.expect("DATA 1").0, Got::Data(1, _)));
+    }
+    let third = Raw::from_ip(server.addr, "127.0.0.2");
+    third.rrq("c.bin", &[]);
+    assert_eq!(third.expect("busy").0, Got::Error(0, "server busy, try again".into()));
+    // Another address is served.
+    let other = Raw::from_ip(server.addr, "127.0.0.3");
+    other.rrq("c.bin", &[]);
+    let (got, tid) = other.expect("DATA 1");
+    let Got::Data(1, first) = got else { panic!("{got:?}") };
+    assert_eq!(other.finish_lock_step(tid, first, 512), file);
+    // The holders never acknowledge: DATA 1 three times in all, then their slots free up.
+    for holder in &holders {
+        let resent = holder.drain(Duration::from_millis(1500));
+        assert_eq!(resent.len(), 2, "two retransmissions after the first: {resent:?}");
+    }
+    third.rrq("c.bin", &[]);
+    assert!(matches!(third.expect("DATA 1 once a slot is free").0, Got::Data(1, _)));
 }

@@ -14,6 +14,12 @@
 //! and then a thread that runs the packet loop with blocking calls (see `run_on_thread` for
 //! why); the task waits for it, stops it when the transfer is replaced or aborted, and logs.
 //!
+//! What one client can take is bounded: a transfer holds exactly one socket (the file is read
+//! before it is bound, and threads are woken through one shared socket), transfers are capped in
+//! all (`max_transfers`) and per client IP address (`max_transfers_per_client`), and a client that
+//! never acknowledges the first packet gets it three times at most (`transfer`'s
+//! `FIRST_PACKET_RETRIES`), so a forged request costs at most three packets.
+//!
 //! It must not know what it serves: file contents come from a [`Handler`], which maps a path and
 //! a client address to bytes. Nothing here knows about boot scripts, MAC addresses or SQLite.
 //!
@@ -56,8 +62,11 @@ pub struct TftpConfig {
     pub timeout: Duration,
     /// Retransmissions of one window before the transfer is abandoned.
     pub max_retries: u32,
-    /// Transfers open at once; past it, new requests get "server busy".
+    /// Transfers open at once; past it, new requests get "server busy". Each holds one socket
+    /// (one file descriptor) and one thread until it ends.
     pub max_transfers: usize,
+    /// Transfers open at once for one client IP address; past it, "server busy" to that address.
+    pub max_transfers_per_client: usize,
 }
 
 impl Default for TftpConfig {
@@ -67,7 +76,8 @@ impl Default for TftpConfig {
             max_window_size: 16,
             timeout: Duration::from_secs(1),
             max_retries: 5,
-            max_transfers: 2000,
+            max_transfers: 200,
+            max_transfers_per_client: 32,
         }
     }
 }
@@ -142,6 +152,10 @@ struct Open {
     cancel: CancellationToken,
 }
 
+/// At most one warning about refused requests in this period (with a count), so that a flood of
+/// requests cannot flood the log.
+const REFUSAL_LOG_PERIOD: Duration = Duration::from_secs(10);
+
 /// Serves until `shutdown` is cancelled, then stops accepting requests and waits (at most `drain`
 /// long) for transfers in flight.
 pub async fn serve<H: Handler>(
@@ -151,13 +165,18 @@ pub async fn serve<H: Handler>(
     shutdown: CancellationToken,
     drain: Duration,
 ) -> io::Result<()> {
+    let local_ip = socket.local_addr()?.ip();
     let mut listener = Listener {
-        local_ip: socket.local_addr()?.ip(),
+        local_ip,
         socket,
         handler,
         config,
         transfers: JoinSet::new(),
         open: HashMap::new(),
+        clients: HashMap::new(),
+        per_client: HashMap::new(),
+        waker: Arc::new(std::net::UdpSocket::bind((local_ip, 0))?),
+        refused: Refused::default(),
         reply: Vec::new(),
     };
     let mut buf = vec![0u8; MAX_REQUEST_LEN];
@@ -193,22 +212,54 @@ struct Listener<H> {
     /// Each task returns its peer, so that its entry in `open` can be found when it ends.
     transfers: JoinSet<SocketAddr>,
     open: HashMap<SocketAddr, Open>,
+    /// The client address of every transfer task still running (superseded ones included, as
+    /// they hold a socket until they end), and how many each address has.
+    clients: HashMap<Id, IpAddr>,
+    per_client: HashMap<IpAddr, usize>,
+    /// The one socket that wakes transfer threads to stop them (see [`StopOnDrop`]), so that a
+    /// transfer holds one descriptor, not two.
+    waker: Arc<std::net::UdpSocket>,
+    refused: Refused,
     /// Buffer for ERROR replies from the listening socket.
     reply: Vec<u8>,
+}
+
+/// Requests refused since the last warning.
+#[derive(Debug, Default)]
+struct Refused {
+    last_logged: Option<Instant>,
+    count: u64,
+}
+
+impl Refused {
+    fn note(&mut self, peer: SocketAddr, open: usize, from_peer: usize) {
+        self.count += 1;
+        let now = Instant::now();
+        if self.last_logged.is_some_and(|last| now.duration_since(last) < REFUSAL_LOG_PERIOD) {
+            return;
+        }
+        tracing::warn!(last = %peer, open, open_for_last = from_peer, refused = self.count,
+            "tftp: too many transfers open; requests refused");
+        self.last_logged = Some(now);
+        self.count = 0;
+    }
 }
 
 impl<H: Handler> Listener<H> {
     /// An RRQ starts a transfer; a WRQ or a malformed request is answered with an ERROR; an
     /// ERROR ends the peer's open transfer; anything else is dropped.
     async fn on_datagram(&mut self, datagram: &[u8], peer: SocketAddr) {
+        let from_peer = self.per_client.get(&peer.ip()).copied().unwrap_or(0);
         let (error_code, message) = match Packet::parse(datagram) {
-            // Each transfer holds a thread until it ends: past the cap, a flood of requests is
-            // told to come back rather than allowed to exhaust the machine.
+            // Each transfer holds a thread and a socket until it ends: past the caps, a flood of
+            // requests is told to come back rather than allowed to exhaust the machine. One
+            // busy ERROR per request: no amplification.
             Ok(Packet::Rrq(_))
-                if self.transfers.len() >= self.config.max_transfers
+                if (self.transfers.len() >= self.config.max_transfers
+                    || from_peer >= self.config.max_transfers_per_client)
                     && !self.open.contains_key(&peer) =>
             {
-                tracing::warn!(%peer, open = self.transfers.len(), "tftp: too many transfers open; request refused");
+                self.refused.note(peer, self.transfers.len(), from_peer);
                 (code::UNDEFINED, "server busy, try again".to_owned())
             }
             Ok(Packet::Rrq(request)) => return self.start(request, peer),
@@ -244,12 +295,15 @@ impl<H: Handler> Listener<H> {
             peer,
             self.local_ip,
             self.config,
+            Arc::clone(&self.waker),
             cancel.clone(),
         );
         let task = self.transfers.spawn(async move {
             job.await;
             peer
         });
+        self.clients.insert(task.id(), peer.ip());
+        *self.per_client.entry(peer.ip()).or_default() += 1;
         self.open.insert(peer, Open { task: task.id(), cancel });
     }
 
@@ -262,6 +316,18 @@ impl<H: Handler> Listener<H> {
     /// Removes a finished transfer from the open map, unless a newer one for the same peer
     /// took its place already.
     fn forget(&mut self, joined: Result<(Id, SocketAddr), tokio::task::JoinError>) {
+        let task = match &joined {
+            Ok((task, _)) => *task,
+            Err(e) => e.id(),
+        };
+        if let Some(ip) = self.clients.remove(&task)
+            && let Some(count) = self.per_client.get_mut(&ip)
+        {
+            *count -= 1;
+            if *count == 0 {
+                self.per_client.remove(&ip);
+            }
+        }
         match joined {
             Ok((task, peer)) => {
                 if self.open.get(&peer).is_some_and(|entry| entry.task == task) {
@@ -332,23 +398,25 @@ async fn run_transfer<H: Handler>(
     peer: SocketAddr,
     local_ip: IpAddr,
     config: TftpConfig,
+    waker: Arc<std::net::UdpSocket>,
     cancel: CancellationToken,
 ) {
     let started = Instant::now();
-    let (end, stats) = match UdpSocket::bind((local_ip, 0)).await {
-        Ok(socket) => serve_request(socket, &*handler, &request, peer, config, &cancel).await,
-        Err(e) => (End::Io(e), Stats::default()),
-    };
+    let (end, stats) =
+        serve_request(&*handler, &request, peer, local_ip, config, waker, &cancel).await;
     log_end(&request.filename, peer, started, &stats, &end);
 }
 
-/// Asks the handler for the file, refuses with an ERROR or runs the transfer.
+/// Asks the handler for the file, then (so that a file the handler opens is closed before the
+/// transfer's socket exists: one descriptor per transfer at any time) binds the transfer's
+/// socket and refuses with an ERROR or runs the transfer.
 async fn serve_request<H: Handler>(
-    socket: UdpSocket,
     handler: &H,
     request: &Request,
     peer: SocketAddr,
+    local_ip: IpAddr,
     config: TftpConfig,
+    waker: Arc<std::net::UdpSocket>,
     cancel: &CancellationToken,
 ) -> (End, Stats) {
     let contents = match &request.mode {
@@ -358,6 +426,10 @@ async fn serve_request<H: Handler>(
             contents = handler.read(&request.filename, peer) => contents,
         },
         Mode::Other(mode) => Err(TftpError::IllegalOperation(format!("mode {mode} not supported"))),
+    };
+    let socket = match UdpSocket::bind((local_ip, 0)).await {
+        Ok(socket) => socket,
+        Err(e) => return (End::Io(e), Stats::default()),
     };
     let data = match contents {
         Ok(data) => data,
@@ -374,7 +446,7 @@ async fn serve_request<H: Handler>(
         Ok(socket) => socket,
         Err(e) => return (End::Io(e), Stats::default()),
     };
-    run_on_thread(socket, transfer, peer, negotiated.timeout, cancel).await
+    run_on_thread(socket, transfer, peer, negotiated.timeout, waker, cancel).await
 }
 
 /// Stack of a transfer thread: the loop keeps a 1 KiB receive buffer and little else.
@@ -393,9 +465,10 @@ async fn run_on_thread(
     mut transfer: Transfer,
     peer: SocketAddr,
     timeout: Duration,
+    waker: Arc<std::net::UdpSocket>,
     cancel: &CancellationToken,
 ) -> (End, Stats) {
-    let stopper = match StopOnDrop::new(&socket) {
+    let stopper = match StopOnDrop::new(&socket, waker) {
         Ok(stopper) => stopper,
         Err(e) => return (End::Io(e), Stats::default()),
     };
@@ -432,18 +505,22 @@ async fn run_on_thread(
 }
 
 /// Stops a transfer thread when dropped: raises its flag, then wakes its blocking receive with
-/// an empty datagram sent to its own socket (from that socket, so from an address that is not
-/// the peer's, which makes the thread look at the flag).
+/// an empty datagram sent to its socket from the server's one waker socket (an address that is
+/// not the peer's, which makes the thread look at the flag). Sharing the waker rather than
+/// cloning the transfer's socket keeps a transfer at one file descriptor.
 #[derive(Debug)]
 struct StopOnDrop {
     stop: Arc<AtomicBool>,
-    socket: std::net::UdpSocket,
+    socket: Arc<std::net::UdpSocket>,
     wake_to: SocketAddr,
     armed: bool,
 }
 
 impl StopOnDrop {
-    fn new(socket: &std::net::UdpSocket) -> io::Result<StopOnDrop> {
+    fn new(
+        socket: &std::net::UdpSocket,
+        waker: Arc<std::net::UdpSocket>,
+    ) -> io::Result<StopOnDrop> {
         let mut wake_to = socket.local_addr()?;
         if wake_to.ip().is_unspecified() {
             // Bound to the wildcard address: reach the socket through loopback.
@@ -453,7 +530,7 @@ impl StopOnDrop {
             });
         }
         let stop = Arc::new(AtomicBool::new(false));
-        Ok(StopOnDrop { stop, socket: socket.try_clone()?, wake_to, armed: true })
+        Ok(StopOnDrop { stop, socket: waker, wake_to, armed: true })
     }
 
     /// Drops without waking anything: for a thread known to have finished.

@@ -26,6 +26,13 @@ const DEFAULT_BLOCK_SIZE: u16 = 512;
 /// asked is harmless: it just sees a duplicate.
 const MAX_CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Retransmissions of the first packet (the OACK, or DATA 1 when there is none) before the client
+/// has acknowledged anything. Until then nothing shows the client exists (a request's source
+/// address can be forged), so the transfer is dropped early: one request makes the server send
+/// at most `1 + FIRST_PACKET_RETRIES` packets, each of one block at most (the first window is a
+/// single block: without an OACK there is no `windowsize`, with one the OACK goes alone).
+pub(crate) const FIRST_PACKET_RETRIES: u32 = 2;
+
 /// What was agreed with the client: the OACK to send (if any) and the parameters it implies.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Negotiated {
@@ -216,7 +223,12 @@ impl Transfer {
         };
         let Some(resend) = resend else { return self.finished_or_wait() };
         self.retries += 1;
-        if self.retries > self.max_retries {
+        let allowed = if self.acknowledged_anything() {
+            self.max_retries
+        } else {
+            self.max_retries.min(FIRST_PACKET_RETRIES)
+        };
+        if self.retries > allowed {
             return self.finish(Outcome::TimedOut);
         }
         if let Action::Send(window) = resend {
@@ -252,6 +264,11 @@ impl Transfer {
     /// DATA packets handed out again after a timeout.
     pub(crate) fn blocks_resent(&self) -> u64 {
         self.blocks_resent
+    }
+
+    /// Whether the client has acknowledged the OACK or a block: it is there, and listening.
+    fn acknowledged_anything(&self) -> bool {
+        self.acked > 0 || (self.phase == Phase::Sending && self.oack.is_some())
     }
 
     fn window(&self) -> Window {
@@ -477,6 +494,37 @@ mod tests {
         assert_eq!(t.on_timeout(), done, "no OACK retransmission after the client's ERROR");
         assert_eq!(t.on_ack(0), done);
         assert_eq!(t.blocks_sent(), 0);
+    }
+
+    #[test]
+    fn a_client_that_never_acknowledges_gets_at_most_three_packets() {
+        // Without options: DATA 1, then two retransmissions, whatever max_retries says.
+        let mut t = Transfer::new(file(100_000), &negotiated(512, 1, None), 5);
+        let mut sent = vec![t.start()];
+        loop {
+            match t.on_timeout() {
+                Action::Done(outcome) => break assert_eq!(outcome, Outcome::TimedOut),
+                action => sent.push(action),
+            }
+        }
+        assert_eq!(sent, [send(1, 1), send(1, 1), send(1, 1)]);
+        assert_eq!(1 + FIRST_PACKET_RETRIES as usize, sent.len());
+        // With options: the OACK alone, three times.
+        let oack = Options { blksize: Some(1468), windowsize: Some(16), ..Options::default() };
+        let mut t = Transfer::new(file(100_000), &negotiated(1468, 16, Some(oack)), 5);
+        assert_eq!(t.start(), Action::SendOack(oack));
+        assert_eq!(t.on_timeout(), Action::SendOack(oack));
+        assert_eq!(t.on_timeout(), Action::SendOack(oack));
+        assert_eq!(t.on_timeout(), Action::Done(Outcome::TimedOut));
+        assert_eq!(t.blocks_sent(), 0);
+        // Once the client acknowledged something, the configured retries apply.
+        let mut t = Transfer::new(file(100_000), &negotiated(512, 1, None), 5);
+        t.start();
+        assert_eq!(t.on_ack(1), send(2, 2));
+        for _ in 0..5 {
+            assert_eq!(t.on_timeout(), send(2, 2));
+        }
+        assert_eq!(t.on_timeout(), Action::Done(Outcome::TimedOut));
     }
 
     #[test]
