@@ -1,7 +1,7 @@
 //! `bootvol serve`: wires the database, the boot snapshot and the listeners together, and runs
 //! them until shutdown.
 //!
-//! The snapshot is built before the listeners answer, then rebuilt by a watcher thread whenever
+//! The snapshot is built before the listeners answer, then rebuilt by a watcher task whenever
 //! SQLite's `data_version` says another connection committed (for example `bootvol apply`), or
 //! on SIGHUP, and swapped atomically: requests in flight keep the snapshot they started with.
 //! Listeners take already-bound sockets, so tests run the real thing on port 0.

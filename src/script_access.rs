@@ -114,7 +114,11 @@ impl ScriptAccess {
         let payload = json!({"node_uuid": uuid, "node_name": script.node, "client": client.to_string(),
             "client_mac": client_mac.map(|m| m.to_string()), "mac": requested.to_string(),
             "via": via, "count": count});
-        events.record_event(uuid, REFUSED_EVENT.to_owned(), "warning", payload).await;
+        // Written after the answer: the boot path never waits on SQLite.
+        let (events, uuid) = (events.clone(), uuid.clone());
+        tokio::spawn(async move {
+            events.record_event(&uuid, REFUSED_EVENT.to_owned(), "warning", payload).await;
+        });
     }
 }
 
