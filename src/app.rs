@@ -103,6 +103,7 @@ pub async fn serve(
     let state = BootState {
         snapshot: Arc::clone(&snapshot.current),
         files,
+        ipxe: tftp_root.clone(),
         conductor: Some(conductor.clone()),
         recent: Arc::clone(&recent),
         access: Arc::clone(&access),

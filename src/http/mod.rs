@@ -2,7 +2,8 @@
 //! and `admin`); `app` serves them, and only these know axum (tests/it/tidy.rs checks it).
 //!
 //! `GET /boot.ipxe` (the generic script), `GET /boot/<mac>.ipxe` (a node's own script, from the
-//! in-memory snapshot) and `GET`/`HEAD /files/<path>` (kernels, ramdisks, images, with Range);
+//! in-memory snapshot), `GET`/`HEAD /files/<path>` (kernels, ramdisks, images, with Range),
+//! `GET`/`HEAD /ipxe/<path>` (the iPXE binaries of `[tftp] root`, for UEFI HTTP Boot);
 //! and the deploy ramdisk's endpoints (`deploy`). The boot handlers read the current snapshot and
 //! never wait on SQLite, Cinder or a BMC. A script that carries a secret, the deploy token, the
 //! config drive and the call-back go only to the node itself (`script_access`).
@@ -27,6 +28,8 @@ pub struct BootState {
     pub snapshot: Arc<ArcSwap<BootSnapshot>>,
     /// `[http] files_root`, when it exists.
     pub files: Option<FileRoot>,
+    /// `[tftp] root`, when it exists: the iPXE binaries, also over HTTP.
+    pub ipxe: Option<FileRoot>,
     /// For the deploy ramdisk's call-back (scenario 4).
     pub conductor: Option<crate::conductor::Conductor>,
     /// Recent boot requests, for the admin page.
@@ -41,6 +44,7 @@ pub fn router(state: BootState) -> Router {
         .route("/boot.ipxe", get(boot::generic))
         .route("/boot/{file}", get(boot::per_mac))
         .route("/files/{*path}", get(files::serve).head(files::serve))
+        .route("/ipxe/{*path}", get(files::ipxe).head(files::ipxe))
         .route("/deploy/{node}/token", axum::routing::post(deploy::token))
         .route("/deploy/{node}/callback", axum::routing::post(deploy::callback))
         .route("/deploy/{node}/configdrive", get(deploy::configdrive))
