@@ -16,11 +16,17 @@ pub mod listener;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
+use std::time::Instant;
+
 use axum::Router;
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::Response;
 use axum::routing::get;
 
 use crate::boot::BootSnapshot;
 use crate::files::FileRoot;
+use crate::metrics::{Metrics, Route};
 
 /// What the handlers share.
 #[derive(Debug, Clone)]
@@ -36,6 +42,8 @@ pub struct BootState {
     pub recent: Arc<crate::recent::RecentBoots>,
     /// Who may fetch secrets (`[boot] script_secrets`).
     pub access: Arc<crate::script_access::ScriptAccess>,
+    /// Requests and scripts are counted here (atomics only).
+    pub metrics: Arc<Metrics>,
 }
 
 /// The boot listener's routes.
@@ -48,5 +56,29 @@ pub fn router(state: BootState) -> Router {
         .route("/deploy/{node}/token", axum::routing::post(deploy::token))
         .route("/deploy/{node}/callback", axum::routing::post(deploy::callback))
         .route("/deploy/{node}/configdrive", get(deploy::configdrive))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), count))
         .with_state(state)
+}
+
+/// Counts every request by route and status, with the time to its response's head (a file's
+/// body streams after).
+async fn count(State(state): State<BootState>, request: Request, next: Next) -> Response {
+    let path = request.uri().path();
+    let route = if path == "/boot.ipxe" {
+        Route::Generic
+    } else if path.starts_with("/boot/") {
+        Route::Script
+    } else if path.starts_with("/files/") {
+        Route::Files
+    } else if path.starts_with("/ipxe/") {
+        Route::Ipxe
+    } else if path.starts_with("/deploy/") {
+        Route::Deploy
+    } else {
+        Route::Other
+    };
+    let started = Instant::now();
+    let response = next.run(request).await;
+    state.metrics.http_request(route, response.status().as_u16(), started.elapsed());
+    response
 }
