@@ -112,26 +112,59 @@ impl ScriptKind {
     }
 }
 
-/// How a TFTP read request for a file of `[tftp] root` ended in the handler.
+/// What a TFTP transfer carried.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TftpResult {
-    /// The transfer started with the file.
-    Started,
-    NotFound,
-    Denied,
-    Error,
+pub enum FileClass {
+    /// A boot script (`boot.ipxe`, `default.ipxe`, `boot/<mac>.ipxe`).
+    Script,
+    /// Anything else: a file of `[tftp] root` (the iPXE binaries), or a name that is neither.
+    File,
 }
 
-impl TftpResult {
-    const ALL: [TftpResult; 4] =
-        [TftpResult::Started, TftpResult::NotFound, TftpResult::Denied, TftpResult::Error];
+impl FileClass {
+    const ALL: [FileClass; 2] = [FileClass::Script, FileClass::File];
 
     fn as_str(self) -> &'static str {
         match self {
-            TftpResult::Started => "started",
-            TftpResult::NotFound => "not_found",
-            TftpResult::Denied => "denied",
-            TftpResult::Error => "error",
+            FileClass::Script => "script",
+            FileClass::File => "file",
+        }
+    }
+}
+
+/// How a TFTP read request ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TftpResult {
+    /// The last block was acknowledged.
+    Complete,
+    /// The client sent an ERROR (the `tsize` probe of PXE ROMs ends so, on purpose).
+    ClientError,
+    TimedOut,
+    /// A new request from the same client replaced it.
+    Superseded,
+    /// Not found or not allowed (an unknown MAC's script is not found).
+    Refused,
+    SocketError,
+}
+
+impl TftpResult {
+    const ALL: [TftpResult; 6] = [
+        TftpResult::Complete,
+        TftpResult::ClientError,
+        TftpResult::TimedOut,
+        TftpResult::Superseded,
+        TftpResult::Refused,
+        TftpResult::SocketError,
+    ];
+
+    fn as_str(self) -> &'static str {
+        match self {
+            TftpResult::Complete => "complete",
+            TftpResult::ClientError => "client_error",
+            TftpResult::TimedOut => "timed_out",
+            TftpResult::Superseded => "superseded",
+            TftpResult::Refused => "refused",
+            TftpResult::SocketError => "socket_error",
         }
     }
 }
@@ -178,6 +211,7 @@ impl AtomicHistogram {
 }
 
 const HTTP_BOUNDS: &[f64] = &[0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0];
+const TFTP_BOUNDS: &[f64] = &[0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 120.0];
 const REBUILD_BOUNDS: &[f64] = &[0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 60.0];
 
 /// Every metric of one `bootvol serve`, and what `/readyz` answers from.
@@ -188,9 +222,11 @@ pub struct Metrics {
     http_seconds: Vec<AtomicHistogram>,
     /// `[kind][transport]`.
     scripts: Vec<Vec<AtomicU64>>,
-    /// `[result]`: read requests for files of `[tftp] root`.
-    tftp_files: Vec<AtomicU64>,
-    tftp_file_bytes: AtomicU64,
+    /// `[class][result]`: TFTP read requests, by how they ended.
+    tftp_transfers: Vec<Vec<AtomicU64>>,
+    tftp_seconds: Vec<AtomicHistogram>,
+    /// Bytes clients acknowledged.
+    tftp_bytes: AtomicU64,
     rebuild_seconds: AtomicHistogram,
     rebuild_failures: AtomicU64,
     generation: AtomicU64,
@@ -220,8 +256,12 @@ impl Metrics {
             http_requests: Route::ALL.iter().map(|_| zeros(STATUSES.len() + 1)).collect(),
             http_seconds: Route::ALL.iter().map(|_| AtomicHistogram::new(HTTP_BOUNDS)).collect(),
             scripts: ScriptKind::ALL.iter().map(|_| zeros(Transport::ALL.len())).collect(),
-            tftp_files: zeros(TftpResult::ALL.len()),
-            tftp_file_bytes: AtomicU64::new(0),
+            tftp_transfers: FileClass::ALL.iter().map(|_| zeros(TftpResult::ALL.len())).collect(),
+            tftp_seconds: FileClass::ALL
+                .iter()
+                .map(|_| AtomicHistogram::new(TFTP_BOUNDS))
+                .collect(),
+            tftp_bytes: AtomicU64::new(0),
             rebuild_seconds: AtomicHistogram::new(REBUILD_BOUNDS),
             rebuild_failures: AtomicU64::new(0),
             generation: AtomicU64::new(0),
@@ -248,11 +288,18 @@ impl Metrics {
         self.scripts[k][t].fetch_add(1, Relaxed);
     }
 
-    /// One TFTP read request for a file of `[tftp] root`; `bytes` is the file's length when a
-    /// transfer started with it.
-    pub fn tftp_file(&self, result: TftpResult, bytes: u64) {
-        self.tftp_files[index_of(&TftpResult::ALL, result)].fetch_add(1, Relaxed);
-        self.tftp_file_bytes.fetch_add(bytes, Relaxed);
+    /// One TFTP read request ended: `bytes` acknowledged in `elapsed` since the request.
+    pub fn tftp_transfer(
+        &self,
+        class: FileClass,
+        result: TftpResult,
+        bytes: u64,
+        elapsed: Duration,
+    ) {
+        let c = index_of(&FileClass::ALL, class);
+        self.tftp_transfers[c][index_of(&TftpResult::ALL, result)].fetch_add(1, Relaxed);
+        self.tftp_seconds[c].observe(elapsed);
+        self.tftp_bytes.fetch_add(bytes, Relaxed);
     }
 
     /// A snapshot built from `records` in `elapsed` is now served.
@@ -392,22 +439,34 @@ impl Collector for Scrape {
             }
         }
         let mut family = e.encode_descriptor(
-            "bootvol_tftp_file_requests",
-            "TFTP read requests for files of [tftp] root (iPXE binaries), by result.",
+            "bootvol_tftp_transfers",
+            "TFTP read requests by what they carried (script, file) and how they ended.",
             None,
             MetricType::Counter,
         )?;
-        for (i, result) in TftpResult::ALL.iter().enumerate() {
-            let labels = [("result", result.as_str())];
-            counter(family.encode_family(&labels)?, m.tftp_files[i].load(Relaxed))?;
+        for (c, class) in FileClass::ALL.iter().enumerate() {
+            for (i, result) in TftpResult::ALL.iter().enumerate() {
+                let labels = [("file_class", class.as_str()), ("result", result.as_str())];
+                let value = m.tftp_transfers[c][i].load(Relaxed);
+                counter(family.encode_family(&labels)?, value)?;
+            }
+        }
+        let mut family = e.encode_descriptor(
+            "bootvol_tftp_transfer_seconds",
+            "Time from a TFTP read request to its end, by what it carried.",
+            None,
+            MetricType::Histogram,
+        )?;
+        for (c, class) in FileClass::ALL.iter().enumerate() {
+            m.tftp_seconds[c].encode(family.encode_family(&[("file_class", class.as_str())])?)?;
         }
         let family = e.encode_descriptor(
-            "bootvol_tftp_file_bytes",
-            "Bytes of the files of [tftp] root that TFTP transfers started with.",
+            "bootvol_tftp_bytes",
+            "Bytes TFTP clients acknowledged.",
             None,
             MetricType::Counter,
         )?;
-        counter(family, m.tftp_file_bytes.load(Relaxed))?;
+        counter(family, m.tftp_bytes.load(Relaxed))?;
         let family = e.encode_descriptor(
             "bootvol_snapshot_rebuild_seconds",
             "Time to read the database and render every node's boot script.",

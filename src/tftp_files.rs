@@ -11,12 +11,12 @@ use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use arc_swap::ArcSwap;
-use bootvol_tftp::{Handler, TftpError};
+use bootvol_tftp::{Handler, TftpError, TransferEnd, TransferResult};
 use bytes::Bytes;
 
 use crate::boot::BootSnapshot;
 use crate::files::{FileError, FileRoot, check_name};
-use crate::metrics::{Metrics, ScriptKind, TftpResult, Transport};
+use crate::metrics::{FileClass, Metrics, ScriptKind, TftpResult, Transport};
 use crate::model::MacAddr;
 use crate::script_access::ScriptAccess;
 
@@ -156,20 +156,25 @@ impl Handler for TftpBootFiles {
             .await
             .map_err(|e| TftpError::Io(std::io::Error::other(e.to_string())))?;
         match &result {
-            Ok(bytes) => {
-                self.metrics.tftp_file(TftpResult::Started, bytes.len() as u64);
-                tracing::debug!(%peer, file = name, bytes = bytes.len(), "tftp: file")
-            }
-            Err(e) => {
-                let counted = match e {
-                    TftpError::NotFound => TftpResult::NotFound,
-                    TftpError::AccessViolation(_) => TftpResult::Denied,
-                    _ => TftpResult::Error,
-                };
-                self.metrics.tftp_file(counted, 0);
-                tracing::info!(%peer, file = name, error = %e, "tftp: refused")
-            }
+            Ok(bytes) => tracing::debug!(%peer, file = name, bytes = bytes.len(), "tftp: file"),
+            Err(e) => tracing::info!(%peer, file = name, error = %e, "tftp: refused"),
         }
         result
+    }
+
+    fn transfer_ended(&self, name: &str, end: &TransferEnd) {
+        let is_script = name == "boot.ipxe"
+            || name == "default.ipxe"
+            || (name.starts_with("boot/") && name.ends_with(".ipxe"));
+        let class = if is_script { FileClass::Script } else { FileClass::File };
+        let result = match end.result {
+            TransferResult::Complete => TftpResult::Complete,
+            TransferResult::ClientError => TftpResult::ClientError,
+            TransferResult::TimedOut => TftpResult::TimedOut,
+            TransferResult::Superseded => TftpResult::Superseded,
+            TransferResult::Refused => TftpResult::Refused,
+            TransferResult::SocketError => TftpResult::SocketError,
+        };
+        self.metrics.tftp_transfer(class, result, end.bytes, end.duration);
     }
 }

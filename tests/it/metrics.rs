@@ -107,14 +107,20 @@ fn get(url: &str) -> (u16, String, String) {
     }
 }
 
+/// `curl` over TFTP: exit status and bytes.
 #[allow(clippy::disallowed_methods)] // tests drive real clients
-fn tftp_get(tftp: SocketAddr, name: &str) -> Vec<u8> {
+fn tftp(tftp: SocketAddr, name: &str) -> (i32, Vec<u8>) {
     let output = std::process::Command::new("curl")
         .args(["-s", "--max-time", "10", &format!("tftp://{tftp}/{name}")])
         .output()
         .expect("curl is installed");
-    assert!(output.status.success(), "tftp {name}: {:?}", output.status);
-    output.stdout
+    (output.status.code().unwrap_or(-1), output.stdout)
+}
+
+fn tftp_get(server: SocketAddr, name: &str) -> Vec<u8> {
+    let (status, bytes) = tftp(server, name);
+    assert_eq!(status, 0, "tftp {name}");
+    bytes
 }
 
 /// The boot traffic the counters are checked against.
@@ -122,7 +128,8 @@ const KNOWN: usize = 5;
 const UNKNOWN: usize = 3;
 const GENERIC: usize = 2;
 
-fn boot_traffic(serve: &Serve) {
+/// Returns the bytes TFTP clients received.
+fn boot_traffic(serve: &Serve) -> usize {
     for _ in 0..KNOWN {
         assert_eq!(get(&format!("{}/boot/52-54-00-00-01-01.ipxe", serve.boot)).0, 200);
     }
@@ -133,12 +140,32 @@ fn boot_traffic(serve: &Serve) {
         assert_eq!(get(&format!("{}/boot.ipxe", serve.boot)).0, 200);
     }
     assert_eq!(get(&format!("{}/ipxe/snponly.efi", serve.boot)).0, 200);
-    assert!(!tftp_get(serve.tftp, "boot.ipxe").is_empty());
+    let generic = tftp_get(serve.tftp, "boot.ipxe");
     assert_eq!(tftp_get(serve.tftp, "snponly.efi"), serve.binary);
+    // curl: 68 = TFTP file not found.
+    assert_eq!(tftp(serve.tftp, "boot/52-54-00-de-ad-99.ipxe").0, 68);
+    assert_eq!(tftp(serve.tftp, "missing.efi").0, 68);
+    generic.len() + serve.binary.len()
 }
 
+/// The scrape once `line` is in it: a TFTP transfer is counted when the server reads the last
+/// ACK, which may be just after the client is done.
+fn scrape_until(serve: &Serve, line: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (status, _, text) = get(&format!("{}/metrics", serve.api));
+        assert_eq!(status, 200);
+        if text.lines().any(|l| l == line) || Instant::now() > deadline {
+            return text;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+const TFTP_DONE: &str = "bootvol_tftp_transfers_total{file_class=\"file\",result=\"refused\"} 1";
+
 /// The sample lines every check below expects after `boot_traffic`.
-fn expected_samples(serve: &Serve) -> Vec<String> {
+fn expected_samples(tftp_bytes: usize) -> Vec<String> {
     vec![
         format!("bootvol_boot_scripts_total{{kind=\"node\",transport=\"http\"}} {KNOWN}"),
         format!("bootvol_boot_scripts_total{{kind=\"unknown\",transport=\"http\"}} {UNKNOWN}"),
@@ -150,8 +177,13 @@ fn expected_samples(serve: &Serve) -> Vec<String> {
         format!("bootvol_http_requests_total{{route=\"/boot.ipxe\",status=\"200\"}} {GENERIC}"),
         "bootvol_http_requests_total{route=\"/ipxe/\",status=\"200\"} 1".to_owned(),
         format!("bootvol_http_request_seconds_count{{route=\"/boot/\"}} {}", KNOWN + UNKNOWN),
-        "bootvol_tftp_file_requests_total{result=\"started\"} 1".to_owned(),
-        format!("bootvol_tftp_file_bytes_total {}", serve.binary.len()),
+        "bootvol_boot_scripts_total{kind=\"unknown\",transport=\"tftp\"} 1".to_owned(),
+        "bootvol_tftp_transfers_total{file_class=\"script\",result=\"complete\"} 1".to_owned(),
+        "bootvol_tftp_transfers_total{file_class=\"script\",result=\"refused\"} 1".to_owned(),
+        "bootvol_tftp_transfers_total{file_class=\"file\",result=\"complete\"} 1".to_owned(),
+        TFTP_DONE.to_owned(),
+        "bootvol_tftp_transfer_seconds_count{file_class=\"file\"} 2".to_owned(),
+        format!("bootvol_tftp_bytes_total {tftp_bytes}"),
         "bootvol_snapshot_generation 1".to_owned(),
         "bootvol_snapshot_rebuild_seconds_count 1".to_owned(),
         "bootvol_nodes{provision_state=\"active\"} 12".to_owned(),
@@ -173,11 +205,12 @@ fn public_routes_need_no_credentials_and_count_what_the_boots_did() {
     assert_eq!(status, 200, "{body}");
     assert_eq!(body, "ready: boot listeners up, snapshot generation 1\ndatabase: readable\n");
 
-    boot_traffic(&serve);
-    let (status, kind, text) = get(&format!("{}/metrics", serve.api));
+    let tftp_bytes = boot_traffic(&serve);
+    let (status, kind, _) = get(&format!("{}/metrics", serve.api));
     assert_eq!(status, 200);
     assert!(kind.starts_with("application/openmetrics-text"), "{kind}");
-    for line in expected_samples(&serve) {
+    let text = scrape_until(&serve, TFTP_DONE);
+    for line in expected_samples(tftp_bytes) {
         assert!(text.lines().any(|l| l == line), "{line:?} missing from\n{text}");
     }
     assert!(text.ends_with("# EOF\n"));
@@ -217,7 +250,8 @@ fn a_real_prometheus_scrapes_every_family() {
         return;
     }
     let serve = start();
-    boot_traffic(&serve);
+    let tftp_bytes = boot_traffic(&serve);
+    scrape_until(&serve, TFTP_DONE);
     let work = tempfile::tempdir().unwrap();
     let target = serve.api.trim_start_matches("http://");
     let config = work.path().join("prometheus.yml");
@@ -255,8 +289,9 @@ fn a_real_prometheus_scrapes_every_family() {
             "bootvol_http_requests_total",
             "bootvol_http_request_seconds_bucket",
             "bootvol_boot_scripts_total",
-            "bootvol_tftp_file_requests_total",
-            "bootvol_tftp_file_bytes_total",
+            "bootvol_tftp_transfers_total",
+            "bootvol_tftp_transfer_seconds_bucket",
+            "bootvol_tftp_bytes_total",
             "bootvol_snapshot_rebuild_seconds_count",
             "bootvol_snapshot_rebuild_failures_total",
             "bootvol_snapshot_generation",
@@ -272,7 +307,7 @@ fn a_real_prometheus_scrapes_every_family() {
             (r#"bootvol_boot_scripts_total{kind="node",transport="http"}"#, KNOWN),
             (r#"bootvol_boot_scripts_total{kind="unknown",transport="http"}"#, UNKNOWN),
             (r#"bootvol_http_requests_total{route="/boot.ipxe",status="200"}"#, GENERIC),
-            ("bootvol_tftp_file_bytes_total", serve.binary.len()),
+            ("bootvol_tftp_bytes_total", tftp_bytes),
             ("sum(bootvol_nodes)", 12),
             ("bootvol_snapshot_generation", 1),
         ];
