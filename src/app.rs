@@ -29,6 +29,7 @@ use crate::config::{Config, ScriptSecrets};
 use crate::db::Db;
 use crate::files::FileRoot;
 use crate::http::{BootState, router};
+use crate::metrics::Metrics;
 use crate::script_access::ScriptAccess;
 use crate::services;
 use crate::tftp_files::TftpBootFiles;
@@ -84,7 +85,9 @@ pub async fn serve(
 ) -> Result<()> {
     let started = Instant::now();
     let services = TaskTracker::new();
-    let snapshot = start_snapshot(&config, shutdown.clone(), &services)?;
+    // Its own connection: a scrape never waits behind the conductor's.
+    let metrics = Metrics::new(Some(crate::db::SharedDb::new(Db::open(&config.database.path)?)));
+    let snapshot = start_snapshot(&config, shutdown.clone(), &services, &metrics)?;
     let files = served_root(&config.http.files_root, "http.files_root");
     let tftp_root = served_root(&config.tftp.root, "tftp.root");
     let conductor = {
@@ -103,9 +106,11 @@ pub async fn serve(
     let state = BootState {
         snapshot: Arc::clone(&snapshot.current),
         files,
+        ipxe: tftp_root.clone(),
         conductor: Some(conductor.clone()),
         recent: Arc::clone(&recent),
         access: Arc::clone(&access),
+        metrics: Arc::clone(&metrics),
     };
     let http_addr = listeners.http.local_addr()?;
     let tftp_addr = listeners.tftp.local_addr()?;
@@ -115,6 +120,7 @@ pub async fn serve(
         conductor.clone(),
         Arc::clone(&recent),
         api_addr,
+        Arc::clone(&metrics),
     );
     tracing::info!(http = %http_addr, tftp = %tftp_addr, api = %api_addr, auth = ?config.api.auth_strategy, nodes = snapshot.current.load().node_count(),
         startup_ms = started.elapsed().as_millis() as u64, "serving");
@@ -124,7 +130,9 @@ pub async fn serve(
         tokio::spawn(handle_signals(install_signals(), snapshot.clone(), shutdown.clone()));
     start_services(&config, &conductor, &services, &shutdown);
     let tftp_handler = Arc::new(
-        TftpBootFiles::new(Arc::clone(&snapshot.current), tftp_root, access).with_recent(recent),
+        TftpBootFiles::new(Arc::clone(&snapshot.current), tftp_root, access)
+            .with_recent(recent)
+            .with_metrics(Arc::clone(&metrics)),
     );
     let tftp = tokio::spawn(bootvol_tftp::serve(
         listeners.tftp,
@@ -140,6 +148,8 @@ pub async fn serve(
         config.api.connection_limits(),
         shutdown.clone(),
     ));
+    // Both boot listeners hold bound sockets and start answering now.
+    metrics.set_boot_listeners_up(true);
     let http = crate::http::listener::serve(
         "boot",
         listeners.http,
@@ -155,6 +165,7 @@ pub async fn serve(
         }
     };
     // Whichever listener ends first (an error, or shutdown) ends the other.
+    metrics.set_boot_listeners_up(false);
     shutdown.cancel();
     let deadline = tokio::time::Instant::now() + DRAIN_TIMEOUT;
     let tftp_result = match tftp.await {
@@ -324,11 +335,12 @@ pub fn start_snapshot(
     config: &Config,
     shutdown: CancellationToken,
     tracker: &TaskTracker,
+    metrics: &Arc<Metrics>,
 ) -> Result<SnapshotHandle> {
     let db = Db::open(&config.database.path)
         .with_context(|| format!("opening {}", config.database.path.display()))?;
     let templates = Templates::new(config.boot.templates_dir.as_deref())?;
-    let first = build_snapshot(&db, &templates, config)?;
+    let first = build_snapshot(&db, &templates, config, metrics)?;
     let current = Arc::new(ArcSwap::from_pointee(first));
     let (reload, requests) = mpsc::channel();
     let watcher = Watcher {
@@ -338,12 +350,18 @@ pub fn start_snapshot(
         current: Arc::clone(&current),
         requests,
         shutdown,
+        metrics: Arc::clone(metrics),
     };
     tracker.spawn_blocking(move || watcher.run());
     Ok(SnapshotHandle { current, reload })
 }
 
-fn build_snapshot(db: &Db, templates: &Templates, config: &Config) -> Result<BootSnapshot> {
+fn build_snapshot(
+    db: &Db,
+    templates: &Templates,
+    config: &Config,
+    metrics: &Metrics,
+) -> Result<BootSnapshot> {
     let started = Instant::now();
     let records = db.node_records()?;
     let snapshot = BootSnapshot::build(
@@ -358,6 +376,7 @@ fn build_snapshot(db: &Db, templates: &Templates, config: &Config) -> Result<Boo
         build_ms = started.elapsed().as_millis() as u64,
         "boot snapshot built"
     );
+    metrics.snapshot_built(&records, started.elapsed());
     Ok(snapshot)
 }
 
@@ -368,6 +387,7 @@ struct Watcher {
     current: Arc<ArcSwap<BootSnapshot>>,
     requests: mpsc::Receiver<()>,
     shutdown: CancellationToken,
+    metrics: Arc<Metrics>,
 }
 
 impl Watcher {
@@ -393,12 +413,13 @@ impl Watcher {
                     }
                 }
             }
-            match build_snapshot(&self.db, &self.templates, &self.config) {
+            match build_snapshot(&self.db, &self.templates, &self.config, &self.metrics) {
                 Ok(snapshot) => {
                     self.current.store(Arc::new(snapshot));
                     seen = version;
                 }
                 Err(e) => {
+                    self.metrics.snapshot_failed();
                     tracing::error!(error = %e, "snapshot not rebuilt; still serving the previous one")
                 }
             }

@@ -11,11 +11,12 @@ use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use arc_swap::ArcSwap;
-use bootvol_tftp::{Handler, TftpError};
+use bootvol_tftp::{Handler, TftpError, TransferEnd, TransferResult};
 use bytes::Bytes;
 
 use crate::boot::BootSnapshot;
 use crate::files::{FileError, FileRoot, check_name};
+use crate::metrics::{FileClass, Metrics, ScriptKind, TftpResult, Transport};
 use crate::model::MacAddr;
 use crate::script_access::ScriptAccess;
 
@@ -30,6 +31,7 @@ pub struct TftpBootFiles {
     cache: Arc<Mutex<HashMap<PathBuf, CachedFile>>>,
     recent: Arc<crate::recent::RecentBoots>,
     access: Arc<ScriptAccess>,
+    metrics: Arc<Metrics>,
 }
 
 #[derive(Debug, Clone)]
@@ -46,7 +48,20 @@ impl TftpBootFiles {
         root: Option<FileRoot>,
         access: Arc<ScriptAccess>,
     ) -> TftpBootFiles {
-        TftpBootFiles { snapshot, root, cache: Arc::default(), recent: Arc::default(), access }
+        TftpBootFiles {
+            snapshot,
+            root,
+            cache: Arc::default(),
+            recent: Arc::default(),
+            access,
+            metrics: Metrics::new(None),
+        }
+    }
+
+    /// Counts scripts and file requests in `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> TftpBootFiles {
+        self.metrics = metrics;
+        self
     }
 
     /// Records script requests in `recent` (the admin page's recent boot requests).
@@ -60,11 +75,13 @@ impl TftpBootFiles {
         if name == "boot.ipxe" {
             tracing::info!(%peer, file = name, "tftp: generic boot script");
             self.recent.record("tftp", peer.ip(), None, None, "generic");
+            self.metrics.script(ScriptKind::Generic, Transport::Tftp);
             return Some(Ok(snapshot.generic_script().clone()));
         }
         if name == "default.ipxe" || name == "boot/default.ipxe" {
             tracing::info!(%peer, file = name, scenario = "default", "tftp: boot script");
             self.recent.record("tftp", peer.ip(), None, None, "default");
+            self.metrics.script(ScriptKind::Default, Transport::Tftp);
             return Some(Ok(snapshot.default_script().text.clone()));
         }
         let stem = name.strip_prefix("boot/")?.strip_suffix(".ipxe")?;
@@ -74,17 +91,20 @@ impl TftpBootFiles {
         Some(match snapshot.script(mac) {
             Some(script) if !self.access.allows(script, mac, peer.ip(), "tftp").await => {
                 self.recent.record("tftp", peer.ip(), Some(mac), script.node.as_deref(), "refused");
+                self.metrics.script(ScriptKind::Refused, Transport::Tftp);
                 Err(TftpError::NotFound)
             }
             Some(script) => {
                 tracing::info!(%peer, %mac, node = script.node.as_deref().unwrap_or("-"), scenario = script.scenario, "tftp: boot script");
                 self.recent.record("tftp", peer.ip(), Some(mac), script.node.as_deref(), "script");
+                self.metrics.script(ScriptKind::Node, Transport::Tftp);
                 Ok(script.text.clone())
             }
             None => {
                 self.access.as_if_checked(peer.ip()).await;
                 tracing::info!(%peer, %mac, scenario = "unknown", "tftp: boot script for an unknown MAC");
                 self.recent.record("tftp", peer.ip(), Some(mac), None, "unknown");
+                self.metrics.script(ScriptKind::Unknown, Transport::Tftp);
                 Err(TftpError::NotFound)
             }
         })
@@ -140,5 +160,21 @@ impl Handler for TftpBootFiles {
             Err(e) => tracing::info!(%peer, file = name, error = %e, "tftp: refused"),
         }
         result
+    }
+
+    fn transfer_ended(&self, name: &str, end: &TransferEnd) {
+        let is_script = name == "boot.ipxe"
+            || name == "default.ipxe"
+            || (name.starts_with("boot/") && name.ends_with(".ipxe"));
+        let class = if is_script { FileClass::Script } else { FileClass::File };
+        let result = match end.result {
+            TransferResult::Complete => TftpResult::Complete,
+            TransferResult::ClientError => TftpResult::ClientError,
+            TransferResult::TimedOut => TftpResult::TimedOut,
+            TransferResult::Superseded => TftpResult::Superseded,
+            TransferResult::Refused => TftpResult::Refused,
+            TransferResult::SocketError => TftpResult::SocketError,
+        };
+        self.metrics.tftp_transfer(class, result, end.bytes, end.duration);
     }
 }

@@ -10,10 +10,12 @@
 //!
 //! Every write is parsed by the `inventory` parsers (the same checks as an inventory file) and
 //! handed to the node service ([`crate::nodes`]), which owns the edit rules, secrets and events;
-//! its typed errors become Ironic's statuses here. This module knows nothing of the admin page
+//! its typed errors become Ironic's statuses here. `/healthz`, `/readyz` and `/metrics` are
+//! answered without authentication (`public`). This module knows nothing of the admin page
 //! (`app` merges the two routers).
 
 mod actions;
+mod public;
 mod resources;
 
 pub use resources::check_node_patch;
@@ -67,6 +69,8 @@ struct Inner {
     /// The base of every link in an answer (`http://host:port`): `[api] public_endpoint`, else
     /// the listener's bound address. Never the request's `Host` header.
     endpoint: String,
+    /// What `/metrics` and `/readyz` answer from.
+    metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl std::fmt::Debug for ApiState {
@@ -84,6 +88,7 @@ impl ApiState {
         conductor: Conductor,
         recent: Arc<crate::recent::RecentBoots>,
         local: std::net::SocketAddr,
+        metrics: Arc<crate::metrics::Metrics>,
     ) -> ApiState {
         let auth = match config.api.auth_strategy {
             ApiAuthStrategy::Noauth => Auth::Noauth,
@@ -119,6 +124,7 @@ impl ApiState {
                 recent,
                 auth_failures,
                 endpoint,
+                metrics,
             }),
         }
     }
@@ -322,10 +328,16 @@ impl Auth {
     }
 }
 
-/// The API's routes (every path goes through one dispatcher, so trailing slashes, node names
-/// and Ironic's error shapes are handled in one place).
+/// The API's routes: the public `/healthz`, `/readyz` and `/metrics` (no authentication), then
+/// everything else through one dispatcher, so trailing slashes, node names, authentication and
+/// Ironic's error shapes are handled in one place.
 pub fn router(state: ApiState) -> Router {
-    Router::new().fallback(handle).with_state(state)
+    Router::new()
+        .route("/healthz", axum::routing::get(public::healthz))
+        .route("/readyz", axum::routing::get(public::readyz))
+        .route("/metrics", axum::routing::get(public::metrics))
+        .fallback(handle)
+        .with_state(state)
 }
 
 /// An error with Ironic's shape.

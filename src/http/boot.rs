@@ -8,6 +8,7 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 
 use super::BootState;
+use crate::metrics::{ScriptKind, Transport};
 use crate::model::MacAddr;
 
 const SCRIPT_TYPE: HeaderValue = HeaderValue::from_static("text/plain; charset=utf-8");
@@ -24,6 +25,7 @@ pub(super) async fn generic(
     let snapshot = state.snapshot.load();
     tracing::info!(%client, path = "/boot.ipxe", "generic boot script");
     state.recent.record("http", client.ip(), None, None, "generic");
+    state.metrics.script(ScriptKind::Generic, Transport::Http);
     script_response(StatusCode::OK, snapshot.generic_script().clone())
 }
 
@@ -42,6 +44,7 @@ pub(super) async fn per_mac(
     if stem == "default" {
         tracing::info!(%client, mac = "-", node = "-", scenario = "default", "boot script");
         state.recent.record("http", client.ip(), None, None, "default");
+        state.metrics.script(ScriptKind::Default, Transport::Http);
         return script_response(StatusCode::OK, snapshot.default_script().text.clone());
     }
     let mac: MacAddr = match stem.parse() {
@@ -51,11 +54,13 @@ pub(super) async fn per_mac(
     match snapshot.script(mac) {
         Some(script) if !state.access.allows(script, mac, client.ip(), "http").await => {
             state.recent.record("http", client.ip(), Some(mac), script.node.as_deref(), "refused");
+            state.metrics.script(ScriptKind::Refused, Transport::Http);
             script_response(StatusCode::NOT_FOUND, snapshot.default_script().text.clone())
         }
         Some(script) => {
             let node = script.node.as_deref().unwrap_or("-");
             state.recent.record("http", client.ip(), Some(mac), script.node.as_deref(), "script");
+            state.metrics.script(ScriptKind::Node, Transport::Http);
             match &script.problem {
                 None => {
                     tracing::info!(%client, %mac, node, scenario = script.scenario, "boot script")
@@ -70,6 +75,7 @@ pub(super) async fn per_mac(
             state.access.as_if_checked(client.ip()).await;
             tracing::info!(%client, %mac, node = "-", scenario = "unknown", "boot script: unknown MAC");
             state.recent.record("http", client.ip(), Some(mac), None, "unknown");
+            state.metrics.script(ScriptKind::Unknown, Transport::Http);
             script_response(StatusCode::NOT_FOUND, snapshot.default_script().text.clone())
         }
     }

@@ -1,6 +1,7 @@
-//! `/files/<path>`: regular files under `[http] files_root`, confined by `files::FileRoot`,
-//! with Content-Length, Range and HEAD (tower-http's `ServeFile` answers once the path is
-//! resolved and confined here).
+//! `/files/<path>` (regular files under `[http] files_root`) and `/ipxe/<path>` (the iPXE
+//! binaries under `[tftp] root`, for UEFI HTTP Boot, whose firmware needs Content-Length), both
+//! confined by `files::FileRoot`, with Content-Length, Range and HEAD (tower-http's `ServeFile`
+//! answers once the path is resolved and confined here).
 
 use std::net::SocketAddr;
 
@@ -12,8 +13,9 @@ use tower::ServiceExt;
 use tower_http::services::ServeFile;
 
 use super::BootState;
-use crate::files::FileError;
+use crate::files::{FileError, FileRoot};
 
+/// `/files/<path>`: under `[http] files_root`.
 pub(super) async fn serve(
     State(state): State<BootState>,
     ConnectInfo(client): ConnectInfo<SocketAddr>,
@@ -23,6 +25,28 @@ pub(super) async fn serve(
     let Some(root) = &state.files else {
         return (StatusCode::NOT_FOUND, "no files_root\n").into_response();
     };
+    serve_under(root, client, path, request).await
+}
+
+/// `/ipxe/<path>`: under `[tftp] root`, the same binaries TFTP serves.
+pub(super) async fn ipxe(
+    State(state): State<BootState>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    Path(path): Path<String>,
+    request: Request<Body>,
+) -> Response {
+    let Some(root) = &state.ipxe else {
+        return (StatusCode::NOT_FOUND, "no tftp root\n").into_response();
+    };
+    serve_under(root, client, path, request).await
+}
+
+async fn serve_under(
+    root: &FileRoot,
+    client: SocketAddr,
+    path: String,
+    request: Request<Body>,
+) -> Response {
     let resolved = match tokio::task::spawn_blocking({
         let root = root.clone();
         let path = path.clone();

@@ -12,6 +12,7 @@ mod fuzz_corpora;
 mod hostile;
 mod keystone;
 mod listener;
+mod metrics;
 mod neighbour;
 mod power;
 mod race;

@@ -175,6 +175,33 @@ fn files_have_length_ranges_and_stay_inside_files_root() {
     assert_eq!(get(&format!("{base}/files/nfs%2f..%2f..%2foutside.txt")).0, 403);
 }
 
+#[test]
+fn ipxe_binaries_of_the_tftp_root_over_http_with_length_for_uefi_http_boot() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("ipxe");
+    std::fs::create_dir_all(root.join("arm64")).unwrap();
+    let binary: Vec<u8> = (0..200_000u32).map(|i| (i * 13 % 256) as u8).collect();
+    std::fs::write(root.join("snponly.efi"), &binary).unwrap();
+    std::fs::write(root.join("arm64/snponly.efi"), b"arm64 stand-in").unwrap();
+    std::fs::write(dir.path().join("outside.bin"), "outside").unwrap();
+    std::os::unix::fs::symlink(dir.path().join("outside.bin"), root.join("escape.bin")).unwrap();
+    let text = config_text(dir.path()).replace("/usr/lib/ipxe", &root.display().to_string());
+    let server = Server::start_from(&text);
+    let base = &server.base;
+    // EDK2's HTTP Boot sends HEAD first and needs the length before it downloads.
+    let head = agent().head(&format!("{base}/ipxe/snponly.efi")).call().unwrap();
+    assert_eq!(head.status().as_u16(), 200);
+    assert_eq!(head.headers().get("content-length").unwrap(), "200000");
+    let (status, _, body) = get(&format!("{base}/ipxe/snponly.efi"));
+    assert_eq!((status, body == binary), (200, true));
+    assert_eq!(get(&format!("{base}/ipxe/arm64/snponly.efi")).2, b"arm64 stand-in");
+    assert_eq!(get(&format!("{base}/ipxe/escape.bin")).0, 403, "symlink out of the root");
+    assert_eq!(get(&format!("{base}/ipxe/%2e%2e/outside.bin")).0, 403);
+    assert_eq!(get(&format!("{base}/ipxe/arm64")).0, 404, "no directory listing");
+    assert_eq!(get(&format!("{base}/ipxe/missing.efi")).0, 404);
+    server.stop().unwrap();
+}
+
 impl Server {
     fn start_with_files(dir: &Path, root: &Path) -> Server {
         let text = config_text(dir)

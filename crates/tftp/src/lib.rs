@@ -132,6 +132,40 @@ pub trait Handler: Send + Sync + 'static {
         path: &str,
         peer: SocketAddr,
     ) -> impl Future<Output = Result<Bytes, TftpError>> + Send;
+
+    /// Called once per read request when it ends (acknowledged to the end, refused, timed out,
+    /// stopped by the client or superseded), from the transfer's own task, with the same `path`
+    /// as [`Handler::read`]. For counting: it must not block. The default does nothing.
+    fn transfer_ended(&self, path: &str, end: &TransferEnd) {
+        let _ = (path, end);
+    }
+}
+
+/// How a read request ended, for [`Handler::transfer_ended`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TransferEnd {
+    pub result: TransferResult,
+    /// Bytes the client acknowledged.
+    pub bytes: u64,
+    /// From the request to the end.
+    pub duration: Duration,
+}
+
+/// The kinds of end a read request has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TransferResult {
+    /// The last block was acknowledged.
+    Complete,
+    /// The client sent an ERROR (the `tsize` probe ends so, on purpose).
+    ClientError,
+    /// The client stopped answering.
+    TimedOut,
+    /// A new request from the same client address replaced it.
+    Superseded,
+    /// The handler refused the file (not found, access violation...).
+    Refused,
+    /// A socket call failed.
+    SocketError,
 }
 
 /// Largest request accepted on the listening socket. RFC 2347 limits requests to 512 bytes, but
@@ -405,6 +439,16 @@ async fn run_transfer<H: Handler>(
     let (end, stats) =
         serve_request(&*handler, &request, peer, local_ip, config, waker, &cancel).await;
     log_end(&request.filename, peer, started, &stats, &end);
+    let result = match &end {
+        End::Protocol(Outcome::Complete) => TransferResult::Complete,
+        End::Protocol(Outcome::PeerError { .. }) => TransferResult::ClientError,
+        End::Protocol(Outcome::TimedOut) => TransferResult::TimedOut,
+        End::Superseded => TransferResult::Superseded,
+        End::Refused(_) => TransferResult::Refused,
+        End::Io(_) => TransferResult::SocketError,
+    };
+    let end = TransferEnd { result, bytes: stats.bytes, duration: started.elapsed() };
+    handler.transfer_ended(&request.filename, &end);
 }
 
 /// Asks the handler for the file, then (so that a file the handler opens is closed before the

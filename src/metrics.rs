@@ -1,0 +1,623 @@
+//! The appliance's metrics and readiness: counters, gauges and histograms kept in atomics, turned
+//! into OpenMetrics text by `prometheus-client` only when scraped ([`Metrics::scrape`]).
+//!
+//! The boot listener, the TFTP handler and the snapshot watcher count through the methods here;
+//! the API serves what `scrape` and [`Metrics::readiness`] return. Counting is a relaxed atomic
+//! add into a table fixed at start: no lock, no allocation, no I/O, so it never holds up a boot
+//! (`prometheus-client`'s own `Family` and `Histogram` take locks, hence the tables and
+//! [`AtomicHistogram`]). Every label value comes from a fixed list here: never a MAC, an address
+//! or a node name. What only the database knows (the last Cinder sync pass) is read at scrape
+//! time, off the boot path. This module knows nothing of HTTP.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, MetricEncoder, NoLabelSet};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::registry::Registry;
+
+use crate::db::{SharedDb, SyncStatus};
+use crate::model::{NodeRecord, ProvisionState};
+
+/// The content type of [`Metrics::scrape`]'s text.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// How long a scrape or a readiness check waits for the database before calling it unreadable.
+const DB_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// A route of the boot HTTP listener, as a label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    Generic,
+    Script,
+    Files,
+    Ipxe,
+    Deploy,
+    Other,
+}
+
+impl Route {
+    const ALL: [Route; 6] =
+        [Route::Generic, Route::Script, Route::Files, Route::Ipxe, Route::Deploy, Route::Other];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Route::Generic => "/boot.ipxe",
+            Route::Script => "/boot/",
+            Route::Files => "/files/",
+            Route::Ipxe => "/ipxe/",
+            Route::Deploy => "/deploy/",
+            Route::Other => "other",
+        }
+    }
+}
+
+/// The statuses counted on their own; any other is counted as `other`.
+const STATUSES: [u16; 12] = [200, 206, 304, 400, 403, 404, 405, 413, 416, 429, 500, 503];
+
+/// How a boot script was asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    Http,
+    Tftp,
+}
+
+impl Transport {
+    const ALL: [Transport; 2] = [Transport::Http, Transport::Tftp];
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Transport::Http => "http",
+            Transport::Tftp => "tftp",
+        }
+    }
+}
+
+/// What a boot script request got (the same words as the admin page's recent boots).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScriptKind {
+    /// `boot.ipxe`.
+    Generic,
+    /// `default.ipxe` asked for by name.
+    Default,
+    /// A node's own script.
+    Node,
+    /// A MAC no node has: the default script (404 over HTTP, not found over TFTP).
+    Unknown,
+    /// A script with a secret asked for by a client that is not its node: treated as unknown.
+    Refused,
+}
+
+impl ScriptKind {
+    const ALL: [ScriptKind; 5] = [
+        ScriptKind::Generic,
+        ScriptKind::Default,
+        ScriptKind::Node,
+        ScriptKind::Unknown,
+        ScriptKind::Refused,
+    ];
+
+    fn as_str(self) -> &'static str {
+        match self {
+            ScriptKind::Generic => "generic",
+            ScriptKind::Default => "default",
+            ScriptKind::Node => "node",
+            ScriptKind::Unknown => "unknown",
+            ScriptKind::Refused => "refused",
+        }
+    }
+}
+
+/// What a TFTP transfer carried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileClass {
+    /// A boot script (`boot.ipxe`, `default.ipxe`, `boot/<mac>.ipxe`).
+    Script,
+    /// Anything else: a file of `[tftp] root` (the iPXE binaries), or a name that is neither.
+    File,
+}
+
+impl FileClass {
+    const ALL: [FileClass; 2] = [FileClass::Script, FileClass::File];
+
+    fn as_str(self) -> &'static str {
+        match self {
+            FileClass::Script => "script",
+            FileClass::File => "file",
+        }
+    }
+}
+
+/// How a TFTP read request ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TftpResult {
+    /// The last block was acknowledged.
+    Complete,
+    /// The client sent an ERROR (the `tsize` probe of PXE ROMs ends so, on purpose).
+    ClientError,
+    TimedOut,
+    /// A new request from the same client replaced it.
+    Superseded,
+    /// Not found or not allowed (an unknown MAC's script is not found).
+    Refused,
+    SocketError,
+}
+
+impl TftpResult {
+    const ALL: [TftpResult; 6] = [
+        TftpResult::Complete,
+        TftpResult::ClientError,
+        TftpResult::TimedOut,
+        TftpResult::Superseded,
+        TftpResult::Refused,
+        TftpResult::SocketError,
+    ];
+
+    fn as_str(self) -> &'static str {
+        match self {
+            TftpResult::Complete => "complete",
+            TftpResult::ClientError => "client_error",
+            TftpResult::TimedOut => "timed_out",
+            TftpResult::Superseded => "superseded",
+            TftpResult::Refused => "refused",
+            TftpResult::SocketError => "socket_error",
+        }
+    }
+}
+
+/// A histogram in atomics: fixed bucket bounds, a count, and the sum in nanoseconds.
+#[derive(Debug)]
+pub struct AtomicHistogram {
+    bounds: &'static [f64],
+    /// One per bound, then the overflow (`+Inf`) bucket; not cumulative.
+    buckets: Box<[AtomicU64]>,
+    count: AtomicU64,
+    sum_nanos: AtomicU64,
+}
+
+impl AtomicHistogram {
+    fn new(bounds: &'static [f64]) -> AtomicHistogram {
+        AtomicHistogram {
+            bounds,
+            buckets: (0..=bounds.len()).map(|_| AtomicU64::new(0)).collect(),
+            count: AtomicU64::new(0),
+            sum_nanos: AtomicU64::new(0),
+        }
+    }
+
+    pub fn observe(&self, elapsed: Duration) {
+        let seconds = elapsed.as_secs_f64();
+        let slot = self.bounds.iter().position(|b| seconds <= *b).unwrap_or(self.bounds.len());
+        self.buckets[slot].fetch_add(1, Relaxed);
+        self.count.fetch_add(1, Relaxed);
+        self.sum_nanos.fetch_add(u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX), Relaxed);
+    }
+
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        let buckets: Vec<(f64, u64)> = self
+            .bounds
+            .iter()
+            .copied()
+            .chain(std::iter::once(f64::INFINITY))
+            .zip(self.buckets.iter().map(|b| b.load(Relaxed)))
+            .collect();
+        let sum = self.sum_nanos.load(Relaxed) as f64 / 1e9;
+        encoder.encode_histogram::<NoLabelSet>(sum, self.count.load(Relaxed), &buckets, None)
+    }
+}
+
+const HTTP_BOUNDS: &[f64] = &[0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0];
+const TFTP_BOUNDS: &[f64] = &[0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 120.0];
+const REBUILD_BOUNDS: &[f64] = &[0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 60.0];
+
+/// Every metric of one `bootvol serve`, and what `/readyz` answers from.
+#[derive(Debug)]
+pub struct Metrics {
+    /// `[route][status]`, the last status slot being `other`.
+    http_requests: Vec<Vec<AtomicU64>>,
+    http_seconds: Vec<AtomicHistogram>,
+    /// `[kind][transport]`.
+    scripts: Vec<Vec<AtomicU64>>,
+    /// `[class][result]`: TFTP read requests, by how they ended.
+    tftp_transfers: Vec<Vec<AtomicU64>>,
+    tftp_seconds: Vec<AtomicHistogram>,
+    /// Bytes clients acknowledged.
+    tftp_bytes: AtomicU64,
+    rebuild_seconds: AtomicHistogram,
+    rebuild_failures: AtomicU64,
+    generation: AtomicU64,
+    /// Unix milliseconds of the snapshot being served; 0 before the first.
+    built_at_ms: AtomicU64,
+    /// `[state]` in `ProvisionState::ALL` order, as of the snapshot being served.
+    nodes: Vec<AtomicU64>,
+    boot_listeners_up: AtomicBool,
+    database_readable: AtomicBool,
+    db: Option<SharedDb>,
+}
+
+fn zeros(n: usize) -> Vec<AtomicU64> {
+    (0..n).map(|_| AtomicU64::new(0)).collect()
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+impl Metrics {
+    /// `db`: where scrapes read the last Cinder sync pass and check the database is readable.
+    pub fn new(db: Option<SharedDb>) -> Arc<Metrics> {
+        Arc::new(Metrics {
+            http_requests: Route::ALL.iter().map(|_| zeros(STATUSES.len() + 1)).collect(),
+            http_seconds: Route::ALL.iter().map(|_| AtomicHistogram::new(HTTP_BOUNDS)).collect(),
+            scripts: ScriptKind::ALL.iter().map(|_| zeros(Transport::ALL.len())).collect(),
+            tftp_transfers: FileClass::ALL.iter().map(|_| zeros(TftpResult::ALL.len())).collect(),
+            tftp_seconds: FileClass::ALL
+                .iter()
+                .map(|_| AtomicHistogram::new(TFTP_BOUNDS))
+                .collect(),
+            tftp_bytes: AtomicU64::new(0),
+            rebuild_seconds: AtomicHistogram::new(REBUILD_BOUNDS),
+            rebuild_failures: AtomicU64::new(0),
+            generation: AtomicU64::new(0),
+            built_at_ms: AtomicU64::new(0),
+            nodes: zeros(ProvisionState::ALL.len()),
+            boot_listeners_up: AtomicBool::new(false),
+            database_readable: AtomicBool::new(true),
+            db,
+        })
+    }
+
+    /// One request answered by the boot HTTP listener.
+    pub fn http_request(&self, route: Route, status: u16, elapsed: Duration) {
+        let r = index_of(&Route::ALL, route);
+        let s = STATUSES.iter().position(|&c| c == status).unwrap_or(STATUSES.len());
+        self.http_requests[r][s].fetch_add(1, Relaxed);
+        self.http_seconds[r].observe(elapsed);
+    }
+
+    /// One boot script request, whatever it got.
+    pub fn script(&self, kind: ScriptKind, transport: Transport) {
+        let k = index_of(&ScriptKind::ALL, kind);
+        let t = index_of(&Transport::ALL, transport);
+        self.scripts[k][t].fetch_add(1, Relaxed);
+    }
+
+    /// One TFTP read request ended: `bytes` acknowledged in `elapsed` since the request.
+    pub fn tftp_transfer(
+        &self,
+        class: FileClass,
+        result: TftpResult,
+        bytes: u64,
+        elapsed: Duration,
+    ) {
+        let c = index_of(&FileClass::ALL, class);
+        self.tftp_transfers[c][index_of(&TftpResult::ALL, result)].fetch_add(1, Relaxed);
+        self.tftp_seconds[c].observe(elapsed);
+        self.tftp_bytes.fetch_add(bytes, Relaxed);
+    }
+
+    /// A snapshot built from `records` in `elapsed` is now served.
+    pub fn snapshot_built(&self, records: &[NodeRecord], elapsed: Duration) {
+        self.rebuild_seconds.observe(elapsed);
+        for (i, state) in ProvisionState::ALL.iter().enumerate() {
+            let n = records.iter().filter(|r| r.node.provision_state == *state).count();
+            self.nodes[i].store(n as u64, Relaxed);
+        }
+        self.built_at_ms.store(now_ms(), Relaxed);
+        self.generation.fetch_add(1, Relaxed);
+    }
+
+    /// A rebuild failed: the previous snapshot is still served.
+    pub fn snapshot_failed(&self) {
+        self.rebuild_failures.fetch_add(1, Relaxed);
+    }
+
+    /// Whether the boot listeners (HTTP and TFTP) are answering.
+    pub fn set_boot_listeners_up(&self, up: bool) {
+        self.boot_listeners_up.store(up, Relaxed);
+    }
+
+    /// Reads the last sync pass, recording whether the database could be read at all.
+    async fn read_db(&self) -> Result<Option<SyncStatus>, String> {
+        let Some(db) = &self.db else { return Ok(None) };
+        let read = tokio::time::timeout(DB_TIMEOUT, db.run(|db| db.sync_status())).await;
+        let result = match read {
+            Ok(Ok(status)) => Ok(status),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err(format!("no answer within {} s", DB_TIMEOUT.as_secs())),
+        };
+        self.database_readable.store(result.is_ok(), Relaxed);
+        result
+    }
+
+    /// Whether boots can be served, and the text `/readyz` answers: ready when the boot
+    /// listeners are up and a snapshot is built. A database that cannot be read is reported
+    /// but does not make the appliance unready: boots are served from the snapshot.
+    pub async fn readiness(&self) -> (bool, String) {
+        let mut problems = Vec::new();
+        if !self.boot_listeners_up.load(Relaxed) {
+            problems.push("the boot listeners are not up".to_owned());
+        }
+        if self.generation.load(Relaxed) == 0 {
+            problems.push("no boot snapshot is built yet".to_owned());
+        }
+        let database = match self.read_db().await {
+            Ok(_) => "database: readable".to_owned(),
+            Err(e) => format!("database: unreadable ({e}); boots are served from the snapshot"),
+        };
+        let ready = problems.is_empty();
+        let mut text = if ready {
+            format!(
+                "ready: boot listeners up, snapshot generation {}\n",
+                self.generation.load(Relaxed)
+            )
+        } else {
+            format!("not ready: {}\n", problems.join("; "))
+        };
+        text.push_str(&database);
+        text.push('\n');
+        (ready, text)
+    }
+
+    /// The OpenMetrics text of every metric, the sync status read now.
+    pub async fn scrape(self: &Arc<Metrics>) -> String {
+        let sync = self.read_db().await.ok().flatten();
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(Scrape { metrics: Arc::clone(self), sync }));
+        let mut text = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut text, &registry);
+        text
+    }
+}
+
+fn index_of<T: PartialEq>(all: &[T], value: T) -> usize {
+    all.iter().position(|v| *v == value).unwrap_or(0)
+}
+
+/// One scrape: the counters, and what was read from the database for it.
+#[derive(Debug)]
+struct Scrape {
+    metrics: Arc<Metrics>,
+    sync: Option<SyncStatus>,
+}
+
+fn counter(encoder: MetricEncoder, value: u64) -> std::fmt::Result {
+    ConstCounter::new(value).encode(encoder)
+}
+
+fn gauge(encoder: MetricEncoder, value: i64) -> std::fmt::Result {
+    ConstGauge::new(value).encode(encoder)
+}
+
+impl Collector for Scrape {
+    fn encode(&self, mut e: DescriptorEncoder) -> std::fmt::Result {
+        let m = &self.metrics;
+        let mut family = e.encode_descriptor(
+            "bootvol_http_requests",
+            "Requests answered by the boot HTTP listener, by route and status (200 always, others once seen).",
+            None,
+            MetricType::Counter,
+        )?;
+        for (r, route) in Route::ALL.iter().enumerate() {
+            for (s, value) in m.http_requests[r].iter().enumerate() {
+                // 200 always, the other statuses once seen: a fixed, small set either way.
+                let value = value.load(Relaxed);
+                if value == 0 && s != 0 {
+                    continue;
+                }
+                let status = STATUSES.get(s).map_or("other".to_owned(), u16::to_string);
+                let labels = [("route", route.as_str()), ("status", status.as_str())];
+                counter(family.encode_family(&labels)?, value)?;
+            }
+        }
+        let mut family = e.encode_descriptor(
+            "bootvol_http_request_seconds",
+            "Time to answer a request of the boot HTTP listener, by route.",
+            None,
+            MetricType::Histogram,
+        )?;
+        for (r, route) in Route::ALL.iter().enumerate() {
+            m.http_seconds[r].encode(family.encode_family(&[("route", route.as_str())])?)?;
+        }
+        let mut family = e.encode_descriptor(
+            "bootvol_boot_scripts",
+            "Boot script requests by what they got (generic, default, node, unknown, refused) and transport.",
+            None,
+            MetricType::Counter,
+        )?;
+        for (k, kind) in ScriptKind::ALL.iter().enumerate() {
+            for (t, transport) in Transport::ALL.iter().enumerate() {
+                let labels = [("kind", kind.as_str()), ("transport", transport.as_str())];
+                counter(family.encode_family(&labels)?, m.scripts[k][t].load(Relaxed))?;
+            }
+        }
+        let mut family = e.encode_descriptor(
+            "bootvol_tftp_transfers",
+            "TFTP read requests by what they carried (script, file) and how they ended.",
+            None,
+            MetricType::Counter,
+        )?;
+        for (c, class) in FileClass::ALL.iter().enumerate() {
+            for (i, result) in TftpResult::ALL.iter().enumerate() {
+                let labels = [("file_class", class.as_str()), ("result", result.as_str())];
+                let value = m.tftp_transfers[c][i].load(Relaxed);
+                counter(family.encode_family(&labels)?, value)?;
+            }
+        }
+        let mut family = e.encode_descriptor(
+            "bootvol_tftp_transfer_seconds",
+            "Time from a TFTP read request to its end, by what it carried.",
+            None,
+            MetricType::Histogram,
+        )?;
+        for (c, class) in FileClass::ALL.iter().enumerate() {
+            m.tftp_seconds[c].encode(family.encode_family(&[("file_class", class.as_str())])?)?;
+        }
+        let family = e.encode_descriptor(
+            "bootvol_tftp_bytes",
+            "Bytes TFTP clients acknowledged.",
+            None,
+            MetricType::Counter,
+        )?;
+        counter(family, m.tftp_bytes.load(Relaxed))?;
+        let family = e.encode_descriptor(
+            "bootvol_snapshot_rebuild_seconds",
+            "Time to read the database and render every node's boot script.",
+            None,
+            MetricType::Histogram,
+        )?;
+        m.rebuild_seconds.encode(family)?;
+        let family = e.encode_descriptor(
+            "bootvol_snapshot_rebuild_failures",
+            "Snapshot rebuilds that failed (the previous snapshot stayed in service).",
+            None,
+            MetricType::Counter,
+        )?;
+        counter(family, m.rebuild_failures.load(Relaxed))?;
+        let family = e.encode_descriptor(
+            "bootvol_snapshot_generation",
+            "Snapshots built since start; the one served is the last.",
+            None,
+            MetricType::Gauge,
+        )?;
+        gauge(family, m.generation.load(Relaxed) as i64)?;
+        let built = m.built_at_ms.load(Relaxed);
+        if built > 0 {
+            let family = e.encode_descriptor(
+                "bootvol_snapshot_age_seconds",
+                "Seconds since the snapshot being served was built.",
+                None,
+                MetricType::Gauge,
+            )?;
+            gauge(family, (now_ms().saturating_sub(built) / 1000) as i64)?;
+        }
+        let mut family = e.encode_descriptor(
+            "bootvol_nodes",
+            "Nodes by provision state, as of the snapshot being served.",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (i, state) in ProvisionState::ALL.iter().enumerate() {
+            let labels = [("provision_state", state.as_str())];
+            gauge(family.encode_family(&labels)?, m.nodes[i].load(Relaxed) as i64)?;
+        }
+        let family = e.encode_descriptor(
+            "bootvol_boot_listeners_up",
+            "1 while the boot HTTP and TFTP listeners answer.",
+            None,
+            MetricType::Gauge,
+        )?;
+        gauge(family, i64::from(m.boot_listeners_up.load(Relaxed)))?;
+        let family = e.encode_descriptor(
+            "bootvol_database_readable",
+            "1 when the last read of the database (by a scrape or /readyz) succeeded.",
+            None,
+            MetricType::Gauge,
+        )?;
+        gauge(family, i64::from(m.database_readable.load(Relaxed)))?;
+        if let Some(sync) = &self.sync {
+            encode_sync(&mut e, sync)?;
+        }
+        Ok(())
+    }
+}
+
+/// The last Cinder sync pass (`sync_status`), present once a pass was recorded.
+fn encode_sync(e: &mut DescriptorEncoder, sync: &SyncStatus) -> std::fmt::Result {
+    let family = e.encode_descriptor(
+        "bootvol_cinder_sync_last_pass_timestamp_seconds",
+        "When the last Cinder sync pass finished (Unix seconds).",
+        None,
+        MetricType::Gauge,
+    )?;
+    gauge(family, sync.finished_at)?;
+    let family = e.encode_descriptor(
+        "bootvol_cinder_sync_last_pass_errors",
+        "Volumes the last Cinder sync pass could not check.",
+        None,
+        MetricType::Gauge,
+    )?;
+    gauge(family, sync.errors)?;
+    let mut family = e.encode_descriptor(
+        "bootvol_cinder_sync_last_pass_outcome",
+        "1 for the outcome of the last Cinder sync pass (ok, partial, failed), 0 for the others.",
+        None,
+        MetricType::Gauge,
+    )?;
+    for outcome in ["ok", "partial", "failed"] {
+        let value = i64::from(sync.outcome.as_str() == outcome);
+        gauge(family.encode_family(&[("outcome", outcome)])?, value)?;
+    }
+    if let Some(ok_at) = sync.last_ok_at {
+        let family = e.encode_descriptor(
+            "bootvol_cinder_sync_last_success_timestamp_seconds",
+            "When the last Cinder sync pass with outcome ok finished (Unix seconds).",
+            None,
+            MetricType::Gauge,
+        )?;
+        gauge(family, ok_at)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_buckets_are_cumulative_with_the_overflow_last() {
+        let metrics = Metrics::new(None);
+        metrics.http_request(Route::Script, 200, Duration::from_micros(500));
+        metrics.http_request(Route::Script, 404, Duration::from_secs(100));
+        metrics.http_request(Route::Ipxe, 418, Duration::from_millis(3));
+        metrics.script(ScriptKind::Refused, Transport::Tftp);
+        let text = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(metrics.scrape());
+        for line in [
+            "bootvol_http_requests_total{route=\"/boot/\",status=\"200\"} 1",
+            "bootvol_http_requests_total{route=\"/boot/\",status=\"404\"} 1",
+            "bootvol_http_requests_total{route=\"/ipxe/\",status=\"other\"} 1",
+            "bootvol_http_request_seconds_bucket{le=\"0.001\",route=\"/boot/\"} 1",
+            "bootvol_http_request_seconds_bucket{le=\"30.0\",route=\"/boot/\"} 1",
+            "bootvol_http_request_seconds_bucket{le=\"+Inf\",route=\"/boot/\"} 2",
+            "bootvol_http_request_seconds_count{route=\"/boot/\"} 2",
+            "bootvol_boot_scripts_total{kind=\"refused\",transport=\"tftp\"} 1",
+            "bootvol_snapshot_generation 0",
+            "# EOF",
+        ] {
+            assert!(text.contains(line), "{line} missing from\n{text}");
+        }
+        assert!(!text.contains("bootvol_snapshot_age_seconds "), "no age before a snapshot");
+    }
+
+    #[test]
+    fn ready_only_with_the_boot_listeners_up_and_a_snapshot_built() {
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let metrics = Metrics::new(None);
+        let (ready, text) = runtime.block_on(metrics.readiness());
+        assert!(!ready);
+        assert_eq!(
+            text,
+            "not ready: the boot listeners are not up; no boot snapshot is built yet\ndatabase: readable\n"
+        );
+        metrics.snapshot_built(&[], Duration::from_millis(5));
+        let (ready, text) = runtime.block_on(metrics.readiness());
+        assert_eq!(
+            (ready, text.lines().next()),
+            (false, Some("not ready: the boot listeners are not up"))
+        );
+        metrics.set_boot_listeners_up(true);
+        let (ready, text) = runtime.block_on(metrics.readiness());
+        assert!(ready, "{text}");
+        assert!(text.starts_with("ready: boot listeners up, snapshot generation 1\n"));
+    }
+}
