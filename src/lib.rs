@@ -23,7 +23,8 @@
 //!   neighbour check, refusals reported); [`http`] (the boot HTTP listener, the deploy
 //!   ramdisk's call-back, and `http::listener`, the accept loop with its connection caps and
 //!   timeouts that both HTTP listeners use); [`tftp_files`] (what the TFTP listener serves; the
-//!   server itself is the `bootvol_tftp` crate, `crates/tftp`).
+//!   server itself is the `bootvol_tftp` crate, `crates/tftp`); [`dhcp`] (the ProxyDHCP: the
+//!   DHCPv4 codec and the reply decision, sans-io).
 //! - Actions: [`conductor`] (node actions, started through one entry point, one at a time per
 //!   node, and events);
 //!   [`power`] (the power drivers: fake, Redfish, IPMI); [`storage`] (Ironic's storage interface:
@@ -44,6 +45,7 @@ pub mod cli;
 pub mod conductor;
 pub mod config;
 pub mod db;
+pub mod dhcp;
 pub mod files;
 pub mod http;
 pub mod inventory;
