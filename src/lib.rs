@@ -24,7 +24,7 @@
 //!   ramdisk's call-back, and `http::listener`, the accept loop with its connection caps and
 //!   timeouts that both HTTP listeners use); [`tftp_files`] (what the TFTP listener serves; the
 //!   server itself is the `bootvol_tftp` crate, `crates/tftp`); [`dhcp`] (the ProxyDHCP: the
-//!   DHCPv4 codec and the reply decision, sans-io).
+//!   DHCPv4 codec and the reply decision, sans-io, and its UDP sockets).
 //! - Actions: [`conductor`] (node actions, started through one entry point, one at a time per
 //!   node, and events);
 //!   [`power`] (the power drivers: fake, Redfish, IPMI); [`storage`] (Ironic's storage interface:
