@@ -142,12 +142,14 @@ async fn answer(socket: UdpSocket, interface: String, port: Port, shared: Arc<Sh
         let now = Instant::now();
         if cached.is_none_or(|(at, _, _)| now.duration_since(at) > FACTS_TTL) {
             let arm64 = shared.tftp_root.join(ARM64_BINARY).is_file();
-            cached = Some((now, interface_address(&interface), arm64));
+            let address = interface_address(&interface);
+            if address.is_none() {
+                // Once per look-up, not per packet.
+                tracing::warn!(%interface, "ProxyDHCP: the interface has no IPv4 address; not answering");
+            }
+            cached = Some((now, address, arm64));
         }
-        let Some((_, Some(server), has_arm64)) = cached else {
-            tracing::warn!(%interface, "ProxyDHCP: the interface has no IPv4 address; not answering");
-            continue;
-        };
+        let Some((_, Some(server), has_arm64)) = cached else { continue };
         let snapshot = shared.snapshot.load();
         let script = request.mac().and_then(|m| snapshot.script(MacAddr(m)));
         let facts = Facts {
