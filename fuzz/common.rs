@@ -54,3 +54,29 @@ fn config() -> bootvol::config::Config {
     )
     .expect("the fuzz configuration is valid")
 }
+
+/// A DHCP datagram through the ProxyDHCP's parser and decision. A packet that parses encodes
+/// back to one that parses to the same value; a reply never gives an address.
+pub(crate) fn dhcp_packet(data: &[u8]) {
+    use bootvol::dhcp::packet::Packet;
+    use bootvol::dhcp::proxy::{Decision, Facts, Port, Settings, decide};
+    let Ok(packet) = Packet::parse(data) else { return };
+    assert_eq!(Packet::parse(&packet.encode()).as_ref(), Ok(&packet));
+    // The facts and settings vary with the last byte (usually padding or option end).
+    let bit = |n: u8| data.last().is_some_and(|b| b & n != 0);
+    for port in [Port::Dhcp, Port::BootServer] {
+        let facts = Facts {
+            server: std::net::Ipv4Addr::new(10, 0, 0, 1),
+            http_base: "http://10.0.0.1:8080",
+            has_arm64: bit(1),
+            known: bit(2),
+            port,
+        };
+        let settings = Settings { efi_discovery_bypass: !bit(4), known_only: bit(8) };
+        if let Decision::Reply(reply) = decide(&packet, settings, &facts) {
+            let back = Packet::parse(&reply.packet.encode()).expect("a reply parses");
+            assert!(back.yiaddr.is_unspecified());
+            assert_eq!(back.xid, packet.xid);
+        }
+    }
+}

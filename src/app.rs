@@ -129,6 +129,7 @@ pub async fn serve(
     let signals =
         tokio::spawn(handle_signals(install_signals(), snapshot.clone(), shutdown.clone()));
     start_services(&config, &conductor, &services, &shutdown);
+    crate::dhcp::start(&config, &snapshot.current, &recent, &services, &shutdown)?;
     let tftp_handler = Arc::new(
         TftpBootFiles::new(Arc::clone(&snapshot.current), tftp_root, access)
             .with_recent(recent)

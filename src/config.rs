@@ -51,6 +51,8 @@ pub struct Config {
     pub deploy: DeploySection,
     #[serde(default)]
     pub notifications: NotificationsSection,
+    #[serde(default)]
+    pub dhcp: DhcpSection,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -478,6 +480,89 @@ impl Default for BootSection {
     }
 }
 
+/// The built-in ProxyDHCP (`[dhcp]`): answers netboot clients next to the site's DHCP server.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DhcpSection {
+    pub mode: DhcpMode,
+    /// The links to answer on (required with `mode = "proxy"`).
+    pub interfaces: Vec<String>,
+    /// Where to listen on each interface: DHCP (67) and PXE boot server discovery (4011).
+    pub listen: Vec<SocketAddr>,
+    /// Send option 43 "skip boot server discovery" to EFI PXE clients too.
+    pub efi_discovery_bypass: bool,
+    pub answer: DhcpAnswer,
+}
+
+/// `[dhcp] mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DhcpMode {
+    /// No DHCP: the site's DHCP server hands out the boot file (docs/dhcp.md). The default.
+    Off,
+    /// ProxyDHCP: bootvol answers netboot clients with the boot file, never with an address.
+    Proxy,
+}
+
+/// `[dhcp] answer`: which clients get a ProxyDHCP reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DhcpAnswer {
+    /// Every netboot client (unknown ones get the default script). The default.
+    All,
+    /// Only MACs that are ports of a node.
+    Known,
+}
+
+impl Default for DhcpSection {
+    fn default() -> Self {
+        DhcpSection {
+            mode: DhcpMode::Off,
+            interfaces: Vec::new(),
+            listen: vec![
+                SocketAddr::from(([0, 0, 0, 0], 67)),
+                SocketAddr::from(([0, 0, 0, 0], 4011)),
+            ],
+            efi_discovery_bypass: true,
+            answer: DhcpAnswer::All,
+        }
+    }
+}
+
+impl DhcpSection {
+    fn validate(&self) -> Result<(), (&'static str, String)> {
+        if self.mode == DhcpMode::Off {
+            return Ok(());
+        }
+        if self.interfaces.is_empty() {
+            return Err((
+                "dhcp.interfaces",
+                "list the links to answer on (mode = \"proxy\")".into(),
+            ));
+        }
+        for name in &self.interfaces {
+            if name.is_empty() || name.len() > 15 || name.contains(['/', ' ', '\0']) {
+                return Err(("dhcp.interfaces", format!("{name:?} is not an interface name")));
+            }
+        }
+        if self.listen.is_empty() {
+            return Err(("dhcp.listen", "list at least one address".into()));
+        }
+        if let Some(a) = self.listen.iter().find(|a| !a.is_ipv4()) {
+            return Err(("dhcp.listen", format!("{a} is not IPv4 (DHCPv4 only)")));
+        }
+        Ok(())
+    }
+
+    /// The sockets `serve` opens: one per interface and listen address.
+    pub fn sockets(&self) -> usize {
+        match self.mode {
+            DhcpMode::Off => 0,
+            DhcpMode::Proxy => self.interfaces.len() * self.listen.len(),
+        }
+    }
+}
+
 /// Descriptors `serve` keeps for itself beside its connections and transfers: standard streams,
 /// the runtime's epoll and event descriptors, the three listening sockets, the TFTP wake socket,
 /// two SQLite connections (database, WAL and shared-memory files each), measured at 20, plus room
@@ -603,6 +688,7 @@ impl Config {
             crate::model::check_http_url(&self.cinder.url).map_err(|m| ("cinder.url", m))?;
         }
         self.validate_cinder_auth()?;
+        self.dhcp.validate()?;
         for (key, name) in
             [("deploy.kernel", &self.deploy.kernel), ("deploy.ramdisk", &self.deploy.ramdisk)]
         {
@@ -771,12 +857,18 @@ impl Config {
     }
 
     /// File descriptors the caps can take at once: one per connection on each HTTP listener,
-    /// one per TFTP transfer, and [`RESERVED_DESCRIPTORS`] for the process itself.
+    /// one per TFTP transfer, the ProxyDHCP sockets, and [`RESERVED_DESCRIPTORS`] for the process
+    /// itself.
     pub fn descriptors_needed(&self) -> u64 {
-        [self.http.max_connections, self.api.max_connections, self.tftp.max_transfers]
-            .iter()
-            .map(|&cap| cap as u64)
-            .fold(RESERVED_DESCRIPTORS, u64::saturating_add)
+        [
+            self.http.max_connections,
+            self.api.max_connections,
+            self.tftp.max_transfers,
+            self.dhcp.sockets(),
+        ]
+        .iter()
+        .map(|&cap| cap as u64)
+        .fold(RESERVED_DESCRIPTORS, u64::saturating_add)
     }
 
     /// Refuses caps that cannot fit in `limit` descriptors (`RLIMIT_NOFILE` as `serve` gets
@@ -816,6 +908,27 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dhcp_is_off_by_default_and_proxy_needs_interfaces() {
+        let config = Config::from_toml("", "t").unwrap();
+        assert_eq!(config.dhcp.mode, DhcpMode::Off);
+        assert_eq!(config.dhcp.sockets(), 0);
+        assert!(config.dhcp.efi_discovery_bypass);
+        assert_eq!(config.dhcp.answer, DhcpAnswer::All);
+        let err = Config::from_toml("[dhcp]\nmode = \"proxy\"\n", "t").unwrap_err();
+        assert!(err.to_string().contains("dhcp.interfaces"), "{err}");
+        let ok =
+            "[dhcp]\nmode = \"proxy\"\ninterfaces = [\"eth0\", \"eth1\"]\nanswer = \"known\"\n";
+        let config = Config::from_toml(ok, "t").unwrap();
+        assert_eq!(config.dhcp.answer, DhcpAnswer::Known);
+        assert_eq!(config.dhcp.sockets(), 4);
+        let v6 = format!("{ok}listen = [\"[::]:67\"]\n");
+        let err = Config::from_toml(&v6, "t").unwrap_err();
+        assert!(err.to_string().contains("dhcp.listen"), "{err}");
+        let bad = "[dhcp]\nmode = \"proxy\"\ninterfaces = [\"a/b\"]\n";
+        assert!(Config::from_toml(bad, "t").unwrap_err().to_string().contains("dhcp.interfaces"));
+    }
 
     #[test]
     fn script_secrets_default_to_the_neighbour_check() {

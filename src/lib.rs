@@ -24,7 +24,8 @@
 //!   ramdisk's call-back, and `http::listener`, the accept loop with its connection caps and
 //!   timeouts that both HTTP listeners use); [`tftp_files`] (what the TFTP listener serves; the
 //!   server itself is the `bootvol_tftp` crate, `crates/tftp`); [`metrics`] (what the boot path
-//!   counts, in atomics, and readiness; OpenMetrics text at scrape time).
+//!   counts, in atomics, and readiness; OpenMetrics text at scrape time); [`dhcp`] (the
+//!   ProxyDHCP: the DHCPv4 codec and the reply decision, sans-io, and its UDP sockets).
 //! - Actions: [`conductor`] (node actions, started through one entry point, one at a time per
 //!   node, and events);
 //!   [`power`] (the power drivers: fake, Redfish, IPMI); [`storage`] (Ironic's storage interface:
@@ -45,6 +46,7 @@ pub mod cli;
 pub mod conductor;
 pub mod config;
 pub mod db;
+pub mod dhcp;
 pub mod files;
 pub mod http;
 pub mod inventory;

@@ -1,5 +1,6 @@
-//! The recent boot requests (HTTP and TFTP script hits), for the admin page: a bounded ring
-//! in memory, fed by `http::boot` and `tftp_files`, read by `admin`.
+//! The recent boot requests (HTTP and TFTP script hits, ProxyDHCP replies), for the admin page:
+//! a bounded ring in memory, fed by `http::boot`, `tftp_files` and `dhcp`, read by `admin`. For
+//! people only: nothing here authorises a script.
 //!
 //! The boot path pays one brief uncontended lock and a small push per hit (no I/O, no
 //! allocation beyond the node's name); the ring drops its oldest entry when full.
@@ -18,7 +19,7 @@ pub const CAPACITY: usize = 512;
 pub struct BootHit {
     /// Unix seconds.
     pub at: i64,
-    /// `http` or `tftp`.
+    /// `http`, `tftp` or `dhcp`.
     pub via: &'static str,
     pub client: IpAddr,
     /// The MAC asked for (none for the generic and default scripts).
@@ -26,7 +27,8 @@ pub struct BootHit {
     /// The node that MAC belongs to; none for an unknown MAC.
     pub node: Option<String>,
     /// What was served: `generic`, `default`, `script`, `unknown`, or `refused` (a script with a
-    /// secret asked for by a client that is not its node: it got what `unknown` gets).
+    /// secret asked for by a client that is not its node: it got what `unknown` gets); for
+    /// `dhcp`, `offer` (a node's port was answered) or `unknown`.
     pub what: &'static str,
 }
 

@@ -20,6 +20,7 @@ mod http_san;
 mod iscsi_bios;
 mod neighbour;
 mod nfs_root;
+mod proxy_dhcp;
 mod support;
 mod uefi;
 mod volumes;

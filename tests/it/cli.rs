@@ -212,6 +212,8 @@ fn check_config_names_the_bad_key() {
     std::fs::write(app.path("bootvol.toml"), "[http]\nlisten = \"0.0.0.0:8080\"\nbogus = 1\n")
         .unwrap();
     assert!(app.fails(&["check-config"]).contains("bogus"));
+    std::fs::write(app.path("bootvol.toml"), "[dhcp]\nmode = \"proxy\"\n").unwrap();
+    assert!(app.fails(&["check-config"]).contains("dhcp.interfaces"));
     let example = file_str(&Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/bootvol.toml"));
     std::fs::copy(&example, app.path("bootvol.toml")).unwrap();
     assert!(app.ok(&["check-config"]).contains("public_url: \"http://192.0.2.10:8080\""));

@@ -27,6 +27,11 @@ fn tftp_packet_corpus() {
 }
 
 #[test]
+fn dhcp_packet_corpus() {
+    replay("dhcp_packet", common::dhcp_packet);
+}
+
+#[test]
 fn values_corpus() {
     replay("values", common::values);
 }

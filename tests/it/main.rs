@@ -7,6 +7,7 @@ mod cinder;
 mod cinder_support;
 mod cli;
 mod conductor;
+mod dhcp;
 mod flood;
 mod fuzz_corpora;
 mod hostile;

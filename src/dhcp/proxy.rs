@@ -1,0 +1,478 @@
+//! The ProxyDHCP decision, sans-io: a parsed request and plain facts in, a reply packet and where
+//! to send it (or why not) out. The rules were measured against real firmware
+//! (`appliance-and-scale.md` §B): never an address (`yiaddr` 0), only netboot clients, the boot
+//! file by option 93 as a number.
+
+use std::collections::HashMap;
+use std::net::Ipv4Addr;
+use std::time::{Duration, Instant};
+
+use super::packet::{BOOTREPLY, Packet, fixed_field, msg, opt};
+
+/// Which port a request came in on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Port {
+    /// 67: DISCOVER → OFFER, REQUEST → ACK.
+    Dhcp,
+    /// 4011, PXE boot server discovery: REQUEST → ACK.
+    BootServer,
+}
+
+impl Port {
+    /// The port for a listening address: 4011 is the boot-server port, anything else DHCP.
+    pub fn of(port: u16) -> Port {
+        if port == 4011 { Port::BootServer } else { Port::Dhcp }
+    }
+}
+
+/// What the operator chose (`[dhcp]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settings {
+    /// Send option 43 = `06 01 08 ff` (skip boot server discovery) to EFI PXE clients too.
+    pub efi_discovery_bypass: bool,
+    /// Answer only MACs that are ports of a node.
+    pub known_only: bool,
+}
+
+/// Facts about this request, gathered by the edge.
+#[derive(Debug, Clone, Copy)]
+pub struct Facts<'a> {
+    /// This host's address on the interface the request came in on.
+    pub server: Ipv4Addr,
+    /// `[http] public_url`, without a trailing `/`.
+    pub http_base: &'a str,
+    /// `snponly-arm64.efi` exists in `[tftp] root`.
+    pub has_arm64: bool,
+    /// The client MAC is a port of a node.
+    pub known: bool,
+    pub port: Port,
+}
+
+/// Where a reply goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Destination {
+    /// 255.255.255.255:68 on the interface.
+    Broadcast,
+    /// A relay agent (`giaddr`), port 67.
+    Relay(Ipv4Addr),
+    /// Back to the address and port the request came from (port 4011).
+    Sender,
+}
+
+/// The answer to one request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    Reply(Box<Reply>),
+    /// Not answered, and why (for the log).
+    Ignore(&'static str),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reply {
+    pub packet: Packet,
+    pub to: Destination,
+    /// The client's MAC.
+    pub mac: [u8; 6],
+    /// Option 93 as sent.
+    pub arch: u16,
+    /// The boot file or URL given.
+    pub file: String,
+}
+
+/// The client types of option 60.
+const PXE_CLIENT: &[u8] = b"PXEClient";
+const HTTP_CLIENT: &[u8] = b"HTTPClient";
+
+/// Decides the reply to `request`.
+pub fn decide(request: &Packet, settings: Settings, facts: &Facts) -> Decision {
+    if request.op != super::packet::BOOTREQUEST {
+        return Decision::Ignore("not a request");
+    }
+    let Some(mac) = request.mac() else {
+        return Decision::Ignore("not an Ethernet client");
+    };
+    let reply_type = match (facts.port, request.message_type()) {
+        (Port::Dhcp, Some(msg::DISCOVER)) => msg::OFFER,
+        (_, Some(msg::REQUEST)) => msg::ACK,
+        _ => return Decision::Ignore("not a DISCOVER or REQUEST"),
+    };
+    let class = request.option(opt::VENDOR_CLASS).unwrap_or_default();
+    let client_type = if class.starts_with(PXE_CLIENT) {
+        PXE_CLIENT
+    } else if class.starts_with(HTTP_CLIENT) {
+        HTTP_CLIENT
+    } else {
+        return Decision::Ignore("not a netboot client (option 60)");
+    };
+    let arch = match request.option(opt::CLIENT_ARCH) {
+        // Several architectures may be listed; the first is the one booting.
+        Some([hi, lo, ..]) => u16::from_be_bytes([*hi, *lo]),
+        _ => return Decision::Ignore("no client architecture (option 93)"),
+    };
+    if settings.known_only && !facts.known {
+        return Decision::Ignore("not a known port (answer = known)");
+    }
+    let ipxe = request.option(opt::USER_CLASS) == Some(b"iPXE");
+    let base = facts.http_base;
+    let file = match (arch, ipxe) {
+        (0 | 7 | 9 | 11 | 16 | 19, true) => format!("{base}/boot.ipxe"),
+        (0, false) => "undionly.kpxe".into(),
+        (7 | 9, false) => "snponly.efi".into(),
+        (16, false) => format!("{base}/ipxe/snponly.efi"),
+        (11 | 19, false) if !facts.has_arm64 => {
+            return Decision::Ignore("arm64 client, but no snponly-arm64.efi in [tftp] root");
+        }
+        (11, false) => "snponly-arm64.efi".into(),
+        (19, false) => format!("{base}/ipxe/snponly-arm64.efi"),
+        _ => return Decision::Ignore("unsupported client architecture (option 93)"),
+    };
+
+    let mut options = vec![
+        (opt::MESSAGE_TYPE, vec![reply_type]),
+        (opt::SERVER_ID, facts.server.octets().to_vec()),
+        (opt::VENDOR_CLASS, client_type.to_vec()),
+    ];
+    if let Some(uuid) = request.option(opt::CLIENT_UUID) {
+        options.push((opt::CLIENT_UUID, uuid.to_vec()));
+    }
+    // PXE boot server discovery control: bypass, boot from `file`. BIOS PXE always gets it;
+    // EFI PXE unless the operator turned it off (some EFI firmware ignores offers carrying it,
+    // and asks port 4011 instead). HTTP Boot clients are not PXE: never (as measured in §B.1).
+    let efi = arch != 0;
+    if client_type == PXE_CLIENT && (!efi || settings.efi_discovery_bypass) {
+        options.push((opt::VENDOR_SPECIFIC, vec![6, 1, 8, 255]));
+    }
+
+    let to = if request.giaddr != Ipv4Addr::UNSPECIFIED {
+        Destination::Relay(request.giaddr)
+    } else if facts.port == Port::BootServer {
+        Destination::Sender
+    } else {
+        Destination::Broadcast
+    };
+    let packet = Packet {
+        op: BOOTREPLY,
+        htype: request.htype,
+        hlen: request.hlen,
+        hops: 0,
+        xid: request.xid,
+        secs: 0,
+        flags: request.flags,
+        ciaddr: request.ciaddr,
+        yiaddr: Ipv4Addr::UNSPECIFIED,
+        siaddr: facts.server,
+        giaddr: request.giaddr,
+        chaddr: request.chaddr,
+        sname: fixed_field(&facts.server.to_string()),
+        file: fixed_field(&file),
+        options,
+    };
+    Decision::Reply(Box::new(Reply { packet, to, mac, arch, file }))
+}
+
+/// Reply limits: per client MAC and overall, so spoofed requests cannot make bootvol send
+/// without bound. Sans-io: the caller passes the time.
+#[derive(Debug)]
+pub struct RateLimit {
+    per_mac: u32,
+    window: Duration,
+    macs: HashMap<[u8; 6], (Instant, u32)>,
+    max_macs: usize,
+    /// Overall token bucket.
+    tokens: f64,
+    burst: f64,
+    per_second: f64,
+    last: Option<Instant>,
+}
+
+impl RateLimit {
+    /// At most `per_mac` replies per MAC each `window`, and `per_second` replies overall (with a
+    /// burst of `burst`); at most `max_macs` MACs tracked at once.
+    pub fn new(
+        per_mac: u32,
+        window: Duration,
+        max_macs: usize,
+        per_second: u32,
+        burst: u32,
+    ) -> RateLimit {
+        RateLimit {
+            per_mac,
+            window,
+            macs: HashMap::new(),
+            max_macs,
+            tokens: f64::from(burst),
+            burst: f64::from(burst),
+            per_second: f64::from(per_second),
+            last: None,
+        }
+    }
+
+    /// The appliance's limits: 8 replies per MAC per 10 s (a firmware boot needs 2–4: OFFER,
+    /// ACK, then iPXE's own), 50 a second overall with bursts of 100, 4096 MACs.
+    pub fn appliance() -> RateLimit {
+        RateLimit::new(8, Duration::from_secs(10), 4096, 50, 100)
+    }
+
+    /// Whether a reply to `mac` may be sent now; counts it if so.
+    pub fn allow(&mut self, mac: [u8; 6], now: Instant) -> bool {
+        if let Some(last) = self.last {
+            let elapsed = now.saturating_duration_since(last).as_secs_f64();
+            self.tokens = (self.tokens + elapsed * self.per_second).min(self.burst);
+        }
+        self.last = Some(now);
+        if self.tokens < 1.0 {
+            return false;
+        }
+        if !self.macs.contains_key(&mac) && self.macs.len() >= self.max_macs {
+            let window = self.window;
+            self.macs.retain(|_, (start, _)| now.saturating_duration_since(*start) < window);
+            if self.macs.len() >= self.max_macs {
+                return false;
+            }
+        }
+        let entry = self.macs.entry(mac).or_insert((now, 0));
+        if now.saturating_duration_since(entry.0) >= self.window {
+            *entry = (now, 0);
+        }
+        if entry.1 >= self.per_mac {
+            return false;
+        }
+        entry.1 += 1;
+        self.tokens -= 1.0;
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::packet::tests::request;
+    use super::*;
+
+    const MAC: [u8; 6] = [0x52, 0x54, 0, 0x12, 0x34, 0x56];
+    const SERVER: Ipv4Addr = Ipv4Addr::new(10, 78, 0, 1);
+    const UUID: [u8; 17] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16];
+    const BYPASS: Settings = Settings { efi_discovery_bypass: true, known_only: false };
+
+    fn facts(port: Port) -> Facts<'static> {
+        Facts {
+            server: SERVER,
+            http_base: "http://10.78.0.1:8080",
+            has_arm64: true,
+            known: false,
+            port,
+        }
+    }
+
+    fn client(kind: u8, class: &str, arch: u16, ipxe: bool) -> Packet {
+        let arch = arch.to_be_bytes();
+        let mut options: Vec<(u8, &[u8])> = vec![
+            (53, std::slice::from_ref(&kind)),
+            (60, class.as_bytes()),
+            (93, &arch),
+            (97, &UUID),
+        ];
+        if ipxe {
+            options.push((77, b"iPXE"));
+        }
+        request(MAC, &options)
+    }
+
+    fn reply(request: &Packet, settings: Settings, facts: &Facts) -> Reply {
+        match decide(request, settings, facts) {
+            Decision::Reply(r) => *r,
+            Decision::Ignore(why) => panic!("ignored: {why}"),
+        }
+    }
+
+    fn ignored(request: &Packet, settings: Settings, facts: &Facts) -> &'static str {
+        match decide(request, settings, facts) {
+            Decision::Reply(r) => panic!("answered: {r:?}"),
+            Decision::Ignore(why) => why,
+        }
+    }
+
+    /// Checks what every reply must carry, after a trip through the bytes.
+    fn common(r: &Reply, request: &Packet, kind: u8, class: &[u8]) -> Packet {
+        let p = Packet::parse(&r.packet.encode()).unwrap();
+        assert_eq!(p.op, BOOTREPLY);
+        assert_eq!(p.xid, request.xid);
+        assert_eq!(p.chaddr, request.chaddr);
+        assert_eq!(p.flags, request.flags);
+        assert_eq!(p.yiaddr, Ipv4Addr::UNSPECIFIED, "a proxy never gives an address");
+        assert_eq!(p.siaddr, SERVER);
+        assert_eq!(&p.sname[..9], b"10.78.0.1");
+        assert_eq!(p.message_type(), Some(kind));
+        assert_eq!(p.option(54), Some(&SERVER.octets()[..]));
+        assert_eq!(p.option(60), Some(class));
+        assert_eq!(p.option(97), Some(&UUID[..]));
+        let end = p.file.iter().position(|b| *b == 0).unwrap();
+        assert_eq!(&p.file[..end], r.file.as_bytes());
+        p
+    }
+
+    #[test]
+    fn bios_pxe_gets_undionly_with_discovery_bypass() {
+        let req = client(msg::DISCOVER, "PXEClient:Arch:00000:UNDI:002001", 0, false);
+        let r = reply(&req, BYPASS, &facts(Port::Dhcp));
+        assert_eq!(r.file, "undionly.kpxe");
+        assert_eq!(r.to, Destination::Broadcast);
+        let p = common(&r, &req, msg::OFFER, b"PXEClient");
+        assert_eq!(p.option(43), Some(&[6, 1, 8, 255][..]));
+        // BIOS keeps option 43 when only the EFI bypass is off.
+        let off = Settings { efi_discovery_bypass: false, ..BYPASS };
+        let p = reply(&req, off, &facts(Port::Dhcp)).packet;
+        assert_eq!(p.option(43), Some(&[6, 1, 8, 255][..]));
+    }
+
+    #[test]
+    fn efi_pxe_7_and_9_get_snponly() {
+        for arch in [7, 9] {
+            let req = client(msg::DISCOVER, "PXEClient:Arch:00007:UNDI:003000", arch, false);
+            let r = reply(&req, BYPASS, &facts(Port::Dhcp));
+            assert_eq!(r.file, "snponly.efi");
+            assert_eq!(r.arch, arch);
+            let p = common(&r, &req, msg::OFFER, b"PXEClient");
+            assert_eq!(p.option(43), Some(&[6, 1, 8, 255][..]));
+            let off = Settings { efi_discovery_bypass: false, ..BYPASS };
+            assert_eq!(reply(&req, off, &facts(Port::Dhcp)).packet.option(43), None);
+        }
+    }
+
+    #[test]
+    fn uefi_http_boot_16_gets_the_url_as_http_client() {
+        let req = client(msg::DISCOVER, "HTTPClient:Arch:00016:UNDI:003000", 16, false);
+        let r = reply(&req, BYPASS, &facts(Port::Dhcp));
+        assert_eq!(r.file, "http://10.78.0.1:8080/ipxe/snponly.efi");
+        let p = common(&r, &req, msg::OFFER, b"HTTPClient");
+        assert_eq!(p.option(43), None);
+    }
+
+    #[test]
+    fn arm64_only_when_its_binary_exists() {
+        let tftp = client(msg::DISCOVER, "PXEClient:Arch:00011:UNDI:003000", 11, false);
+        let http = client(msg::DISCOVER, "HTTPClient:Arch:00019:UNDI:003000", 19, false);
+        let r = reply(&tftp, BYPASS, &facts(Port::Dhcp));
+        assert_eq!(r.file, "snponly-arm64.efi");
+        common(&r, &tftp, msg::OFFER, b"PXEClient");
+        let r = reply(&http, BYPASS, &facts(Port::Dhcp));
+        assert_eq!(r.file, "http://10.78.0.1:8080/ipxe/snponly-arm64.efi");
+        common(&r, &http, msg::OFFER, b"HTTPClient");
+        let without = Facts { has_arm64: false, ..facts(Port::Dhcp) };
+        assert!(ignored(&tftp, BYPASS, &without).contains("arm64"));
+        assert!(ignored(&http, BYPASS, &without).contains("arm64"));
+    }
+
+    #[test]
+    fn other_architectures_are_ignored() {
+        for arch in [1, 2, 6, 10, 15, 18, 20, 41, 0xffff] {
+            let req = client(msg::DISCOVER, "PXEClient", arch, false);
+            assert!(ignored(&req, BYPASS, &facts(Port::Dhcp)).contains("architecture"));
+        }
+    }
+
+    #[test]
+    fn ipxe_gets_the_full_script_url() {
+        for arch in [0, 7, 9, 11, 16, 19] {
+            let req = client(msg::DISCOVER, "PXEClient:Arch:00000:UNDI:002001", arch, true);
+            let without = Facts { has_arm64: false, ..facts(Port::Dhcp) };
+            let r = reply(&req, BYPASS, &without);
+            assert_eq!(r.file, "http://10.78.0.1:8080/boot.ipxe");
+            common(&r, &req, msg::OFFER, b"PXEClient");
+        }
+        // Only the raw 4 bytes `iPXE`.
+        let mut req = client(msg::DISCOVER, "PXEClient", 0, false);
+        req.options.push((77, b"\x04iPXE".to_vec()));
+        assert_eq!(reply(&req, BYPASS, &facts(Port::Dhcp)).file, "undionly.kpxe");
+    }
+
+    #[test]
+    fn request_gets_ack_on_both_ports() {
+        let req = client(msg::REQUEST, "PXEClient:Arch:00007:UNDI:003000", 7, false);
+        let r = reply(&req, BYPASS, &facts(Port::Dhcp));
+        assert_eq!(r.to, Destination::Broadcast);
+        common(&r, &req, msg::ACK, b"PXEClient");
+        let r = reply(&req, BYPASS, &facts(Port::BootServer));
+        assert_eq!(r.to, Destination::Sender);
+        let p = common(&r, &req, msg::ACK, b"PXEClient");
+        assert_eq!(p.file[..11], *b"snponly.efi");
+        // A DISCOVER to 4011 is not how boot server discovery works.
+        let discover = client(msg::DISCOVER, "PXEClient", 7, false);
+        assert!(ignored(&discover, BYPASS, &facts(Port::BootServer)).contains("DISCOVER"));
+        assert_eq!(Port::of(4011), Port::BootServer);
+        assert_eq!(Port::of(67), Port::Dhcp);
+    }
+
+    #[test]
+    fn relayed_requests_are_answered_to_the_relay() {
+        let mut req = client(msg::DISCOVER, "PXEClient", 0, false);
+        req.giaddr = Ipv4Addr::new(10, 9, 0, 1);
+        req.hops = 1;
+        for port in [Port::Dhcp, Port::BootServer] {
+            let mut req = req.clone();
+            req.options[0].1 = vec![msg::REQUEST];
+            let r = reply(&req, BYPASS, &facts(port));
+            assert_eq!(r.to, Destination::Relay(Ipv4Addr::new(10, 9, 0, 1)));
+            assert_eq!(r.packet.giaddr, req.giaddr);
+        }
+        let r = reply(&req, BYPASS, &facts(Port::Dhcp));
+        assert_eq!(r.to, Destination::Relay(Ipv4Addr::new(10, 9, 0, 1)));
+        common(&r, &req, msg::OFFER, b"PXEClient");
+    }
+
+    #[test]
+    fn non_netboot_clients_are_ignored() {
+        let plain = request(MAC, &[(53, &[msg::DISCOVER])]);
+        assert!(ignored(&plain, BYPASS, &facts(Port::Dhcp)).contains("netboot"));
+        let other = request(MAC, &[(53, &[1]), (60, b"MSFT 5.0"), (93, &[0, 0])]);
+        assert!(ignored(&other, BYPASS, &facts(Port::Dhcp)).contains("netboot"));
+        let no_arch = request(MAC, &[(53, &[1]), (60, b"PXEClient")]);
+        assert!(ignored(&no_arch, BYPASS, &facts(Port::Dhcp)).contains("93"));
+        for kind in [4, 7, 8] {
+            let req = client(kind, "PXEClient", 0, false);
+            assert!(ignored(&req, BYPASS, &facts(Port::Dhcp)).contains("DISCOVER"));
+        }
+        let no_type = request(MAC, &[(60, b"PXEClient"), (93, &[0, 0])]);
+        ignored(&no_type, BYPASS, &facts(Port::Dhcp));
+        let mut reply_packet = client(msg::DISCOVER, "PXEClient", 0, false);
+        reply_packet.op = BOOTREPLY;
+        assert!(ignored(&reply_packet, BYPASS, &facts(Port::Dhcp)).contains("request"));
+    }
+
+    #[test]
+    fn answer_known_skips_unknown_macs() {
+        let known_only = Settings { known_only: true, ..BYPASS };
+        let req = client(msg::DISCOVER, "PXEClient", 0, false);
+        assert!(ignored(&req, known_only, &facts(Port::Dhcp)).contains("known"));
+        let known = Facts { known: true, ..facts(Port::Dhcp) };
+        assert_eq!(reply(&req, known_only, &known).file, "undionly.kpxe");
+    }
+
+    #[test]
+    fn replies_are_limited_per_mac_and_overall() {
+        let t0 = Instant::now();
+        let mut limit = RateLimit::new(2, Duration::from_secs(10), 3, 1, 4);
+        assert!(limit.allow([1; 6], t0));
+        assert!(limit.allow([1; 6], t0));
+        assert!(!limit.allow([1; 6], t0), "per MAC");
+        assert!(limit.allow([2; 6], t0));
+        assert!(limit.allow([3; 6], t0));
+        assert!(!limit.allow([4; 6], t0), "overall burst spent");
+        let t1 = t0 + Duration::from_secs(2);
+        assert!(!limit.allow([4; 6], t1), "MAC table full while all are in their window");
+        let t2 = t0 + Duration::from_secs(11);
+        assert!(limit.allow([4; 6], t2), "expired MACs make room");
+        assert!(limit.allow([1; 6], t2), "a new window");
+        // A flood of spoofed MACs gets at most the burst plus the rate.
+        let mut limit = RateLimit::appliance();
+        let sent = (0..10_000u32)
+            .filter(|i| {
+                let b = i.to_be_bytes();
+                limit.allow(
+                    [2, 0, b[0], b[1], b[2], b[3]],
+                    t0 + Duration::from_millis(u64::from(*i)),
+                )
+            })
+            .count();
+        assert!(sent <= 100 + 50 * 10 + 1, "{sent}");
+    }
+}
