@@ -19,13 +19,14 @@ pub enum FileError {
 /// A served root, canonicalised once.
 #[derive(Debug, Clone)]
 pub struct FileRoot {
-    root: PathBuf,
+    /// Shared: the boot listener's state is cloned per request, and a clone must not allocate.
+    root: std::sync::Arc<Path>,
 }
 
 impl FileRoot {
     /// The root must exist; it is resolved (symlinks followed) once, here.
     pub fn new(root: &Path) -> std::io::Result<FileRoot> {
-        Ok(FileRoot { root: root.canonicalize()? })
+        Ok(FileRoot { root: root.canonicalize()?.into() })
     }
 
     pub fn path(&self) -> &Path {
@@ -40,7 +41,7 @@ impl FileRoot {
             Ok(path) => path,
             Err(_) => return Err(FileError::NotFound),
         };
-        if !resolved.starts_with(&self.root) {
+        if !resolved.starts_with(&*self.root) {
             return Err(FileError::Denied("the path leads outside the served folder"));
         }
         match std::fs::metadata(&resolved) {

@@ -1,5 +1,7 @@
 //! Boot script handlers: answers come from the snapshot, already rendered.
 
+use std::sync::Arc;
+
 use std::net::SocketAddr;
 
 use axum::extract::{ConnectInfo, Path, State};
@@ -19,7 +21,7 @@ fn script_response(status: StatusCode, body: Bytes) -> Response {
 
 /// `GET /boot.ipxe`: the script every iPXE client chains to first.
 pub(super) async fn generic(
-    State(state): State<BootState>,
+    State(state): State<Arc<BootState>>,
     ConnectInfo(client): ConnectInfo<SocketAddr>,
 ) -> Response {
     let snapshot = state.snapshot.load();
@@ -33,7 +35,7 @@ pub(super) async fn generic(
 /// answers 404 with the default script as body, so the generic script tries the next NIC; so
 /// does a script that carries a secret asked for by a client that is not its node.
 pub(super) async fn per_mac(
-    State(state): State<BootState>,
+    State(state): State<Arc<BootState>>,
     ConnectInfo(client): ConnectInfo<SocketAddr>,
     Path(file): Path<String>,
 ) -> Response {

@@ -3,6 +3,8 @@
 //! client that is the node (`script_access`: the neighbour check, unless `[boot]
 //! script_secrets = "any"`).
 
+use std::sync::Arc;
+
 use std::net::SocketAddr;
 
 use axum::Json;
@@ -32,7 +34,7 @@ const TOKEN_HEADER: &str = "X-Bootvol-Token";
 /// `POST /deploy/<node uuid>/token`: 200 with the token to the first caller that is the node,
 /// while its deployment waits for the call-back; 403 afterwards and to anyone else.
 pub(super) async fn token(
-    State(state): State<BootState>,
+    State(state): State<Arc<BootState>>,
     ConnectInfo(client): ConnectInfo<SocketAddr>,
     Path(node): Path<String>,
 ) -> Response {
@@ -54,7 +56,7 @@ pub(super) async fn token(
 
 /// `POST /deploy/<node uuid>/callback` with `X-Bootvol-Token`.
 pub(super) async fn callback(
-    State(state): State<BootState>,
+    State(state): State<Arc<BootState>>,
     ConnectInfo(client): ConnectInfo<SocketAddr>,
     Path(node): Path<String>,
     headers: HeaderMap,
@@ -77,7 +79,7 @@ pub(super) async fn callback(
 
 /// `GET /deploy/<node uuid>/configdrive` with `X-Bootvol-Token`.
 pub(super) async fn configdrive(
-    State(state): State<BootState>,
+    State(state): State<Arc<BootState>>,
     ConnectInfo(client): ConnectInfo<SocketAddr>,
     Path(node): Path<String>,
     headers: HeaderMap,

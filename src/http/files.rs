@@ -3,6 +3,8 @@
 //! confined by `files::FileRoot`, with Content-Length, Range and HEAD (tower-http's `ServeFile`
 //! answers once the path is resolved and confined here).
 
+use std::sync::Arc;
+
 use std::net::SocketAddr;
 
 use axum::body::Body;
@@ -17,7 +19,7 @@ use crate::files::{FileError, FileRoot};
 
 /// `/files/<path>`: under `[http] files_root`.
 pub(super) async fn serve(
-    State(state): State<BootState>,
+    State(state): State<Arc<BootState>>,
     ConnectInfo(client): ConnectInfo<SocketAddr>,
     Path(path): Path<String>,
     request: Request<Body>,
@@ -30,7 +32,7 @@ pub(super) async fn serve(
 
 /// `/ipxe/<path>`: under `[tftp] root`, the same binaries TFTP serves.
 pub(super) async fn ipxe(
-    State(state): State<BootState>,
+    State(state): State<Arc<BootState>>,
     ConnectInfo(client): ConnectInfo<SocketAddr>,
     Path(path): Path<String>,
     request: Request<Body>,

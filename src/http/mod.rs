@@ -56,13 +56,14 @@ pub fn router(state: BootState) -> Router {
         .route("/deploy/{node}/token", axum::routing::post(deploy::token))
         .route("/deploy/{node}/callback", axum::routing::post(deploy::callback))
         .route("/deploy/{node}/configdrive", get(deploy::configdrive))
-        .layer(axum::middleware::from_fn_with_state(state.clone(), count))
-        .with_state(state)
+        .layer(axum::middleware::from_fn_with_state(Arc::clone(&state.metrics), count))
+        // Shared, not cloned field by field: every request's extractor clones the state.
+        .with_state(Arc::new(state))
 }
 
 /// Counts every request by route and status, with the time to its response's head (a file's
 /// body streams after).
-async fn count(State(state): State<BootState>, request: Request, next: Next) -> Response {
+async fn count(State(metrics): State<Arc<Metrics>>, request: Request, next: Next) -> Response {
     let path = request.uri().path();
     let route = if path == "/boot.ipxe" {
         Route::Generic
@@ -79,6 +80,6 @@ async fn count(State(state): State<BootState>, request: Request, next: Next) -> 
     };
     let started = Instant::now();
     let response = next.run(request).await;
-    state.metrics.http_request(route, response.status().as_u16(), started.elapsed());
+    metrics.http_request(route, response.status().as_u16(), started.elapsed());
     response
 }
