@@ -210,25 +210,29 @@ pub struct ConnectionLimits {
     pub max_connections_per_client: usize,
 }
 
+impl ConnectionLimits {
+    /// The limits of a listener's section (`[http]` and `[api]` spell them alike).
+    fn of(header_timeout: u64, idle_timeout: u64, max: usize, per_client: usize) -> Self {
+        ConnectionLimits {
+            header_timeout: Duration::from_secs(header_timeout),
+            idle_timeout: Duration::from_secs(idle_timeout),
+            max_connections: max,
+            max_connections_per_client: per_client,
+        }
+    }
+}
+
 impl HttpSection {
     pub fn connection_limits(&self) -> ConnectionLimits {
-        ConnectionLimits {
-            header_timeout: Duration::from_secs(self.header_timeout),
-            idle_timeout: Duration::from_secs(self.idle_timeout),
-            max_connections: self.max_connections,
-            max_connections_per_client: self.max_connections_per_client,
-        }
+        let (max, per_client) = (self.max_connections, self.max_connections_per_client);
+        ConnectionLimits::of(self.header_timeout, self.idle_timeout, max, per_client)
     }
 }
 
 impl ApiSection {
     pub fn connection_limits(&self) -> ConnectionLimits {
-        ConnectionLimits {
-            header_timeout: Duration::from_secs(self.header_timeout),
-            idle_timeout: Duration::from_secs(self.idle_timeout),
-            max_connections: self.max_connections,
-            max_connections_per_client: self.max_connections_per_client,
-        }
+        let (max, per_client) = (self.max_connections, self.max_connections_per_client);
+        ConnectionLimits::of(self.header_timeout, self.idle_timeout, max, per_client)
     }
 }
 

@@ -372,12 +372,7 @@ fn not_waiting() -> ConductorError {
 
 /// Whether the node's deployment waits for the call-back with `token`.
 fn waits_for(record: &NodeRecord, token: &str) -> bool {
-    let expected = record
-        .node
-        .driver_internal_info
-        .get("deploy")
-        .and_then(|d| d.get("callback_token"))
-        .and_then(Value::as_str);
+    let expected = deploy_state(record, "callback_token").and_then(Value::as_str);
     record.node.provision_state == ProvisionState::WaitCallBack
         && expected.is_some_and(|e| constant_time_eq(e.as_bytes(), token.as_bytes()))
 }
@@ -467,13 +462,13 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 
 /// Whether a deployment waits for its call-back since longer than `timeout` seconds.
 fn overdue(record: &NodeRecord, now: u64, timeout: u64) -> bool {
-    let started = record
-        .node
-        .driver_internal_info
-        .get("deploy")
-        .and_then(|d| d.get("started_at"))
-        .and_then(Value::as_u64);
+    let started = deploy_state(record, "started_at").and_then(Value::as_u64);
     started.is_none_or(|s| s + timeout <= now)
+}
+
+/// A field of the deployment in progress (`driver_internal_info.deploy`).
+fn deploy_state<'a>(record: &'a NodeRecord, key: &str) -> Option<&'a Value> {
+    record.node.driver_internal_info.get("deploy").and_then(|d| d.get(key))
 }
 
 /// Fails deployments whose ramdisk never called back.
