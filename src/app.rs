@@ -38,6 +38,10 @@ use crate::tftp_files::TftpBootFiles;
 /// SIGTERM, in all.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How often the admin page's per-minute boot activity is sampled from the counters: a minute's
+/// count takes in at most this much of the next.
+const ACTIVITY_SAMPLE: Duration = Duration::from_secs(5);
+
 /// The sockets `serve` answers on, bound by the caller.
 #[derive(Debug)]
 pub struct Listeners {
@@ -45,6 +49,8 @@ pub struct Listeners {
     pub tftp: UdpSocket,
     /// The Ironic-compatible REST API (`[api] listen`).
     pub api: TcpListener,
+    /// `/metrics`, `/healthz` and `/readyz` alone (`[metrics] listen`), when configured.
+    pub metrics: Option<TcpListener>,
 }
 
 impl Listeners {
@@ -59,7 +65,15 @@ impl Listeners {
         let api = TcpListener::bind(config.api.listen)
             .await
             .with_context(|| format!("binding the REST API listener on {}", config.api.listen))?;
-        Ok(Listeners { http, tftp, api })
+        let metrics = match config.metrics.listen {
+            Some(addr) => Some(
+                TcpListener::bind(addr)
+                    .await
+                    .with_context(|| format!("binding the metrics listener on {addr}"))?,
+            ),
+            None => None,
+        };
+        Ok(Listeners { http, tftp, api, metrics })
     }
 }
 
@@ -95,6 +109,7 @@ pub async fn serve(
         let reload = snapshot.clone();
         Conductor::new(Arc::new(config.clone()), db)?
             .with_on_change(Arc::new(move || reload.reload()))
+            .with_metrics(Arc::clone(&metrics))
     };
     let recent = Arc::new(crate::recent::RecentBoots::default());
     let access = ScriptAccess::new(config.boot.script_secrets, Some(conductor.db().clone()));
@@ -129,7 +144,12 @@ pub async fn serve(
     let signals =
         tokio::spawn(handle_signals(install_signals(), snapshot.clone(), shutdown.clone()));
     start_services(&config, &conductor, &services, &shutdown);
-    crate::dhcp::start(&config, &snapshot.current, &recent, &services, &shutdown)?;
+    let sampled = Arc::clone(&metrics);
+    services::spawn_periodic(&services, &shutdown, "boot activity", ACTIVITY_SAMPLE, move || {
+        sampled.sample_activity();
+        std::future::ready(())
+    });
+    crate::dhcp::start(&config, &snapshot.current, &recent, &metrics, &services, &shutdown)?;
     let tftp_handler = Arc::new(
         TftpBootFiles::new(Arc::clone(&snapshot.current), tftp_root, access)
             .with_recent(recent)
@@ -142,6 +162,16 @@ pub async fn serve(
         shutdown.clone(),
         DRAIN_TIMEOUT,
     ));
+    let metrics_listener = listeners.metrics.map(|listener| {
+        tracing::info!(metrics = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(), "serving /metrics, /healthz and /readyz");
+        tokio::spawn(crate::http::listener::serve(
+            "metrics",
+            listener,
+            crate::api::public_router(api_state.clone()),
+            config.metrics.connection_limits(),
+            shutdown.clone(),
+        ))
+    });
     let api = tokio::spawn(crate::http::listener::serve(
         "api",
         listeners.api,
@@ -181,6 +211,13 @@ pub async fn serve(
             Ok(())
         }
     };
+    if let Some(listener) = metrics_listener {
+        match tokio::time::timeout_at(deadline, listener).await {
+            Ok(Ok(Err(e))) => tracing::warn!(error = %e, "metrics listener"),
+            Ok(Err(e)) => tracing::warn!(error = %e, "metrics listener task"),
+            Ok(Ok(Ok(()))) | Err(_) => {}
+        }
+    }
     signals.abort();
     // The conductor's actions in flight (started by the API or the deploy call-back) and the
     // services' passes in progress end, within what is left of the deadline.

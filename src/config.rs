@@ -53,7 +53,32 @@ pub struct Config {
     pub notifications: NotificationsSection,
     #[serde(default)]
     pub dhcp: DhcpSection,
+    #[serde(default)]
+    pub metrics: MetricsSection,
 }
+
+/// `[metrics]`: `/metrics`, `/healthz` and `/readyz` are always on the API listener; `listen`
+/// serves them (and nothing else) on one more address, for a scraper kept off the API's network.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsSection {
+    pub listen: Option<SocketAddr>,
+}
+
+impl MetricsSection {
+    /// The metrics listener's limits: a scraper or two, with the API's timeouts.
+    pub fn connection_limits(&self) -> ConnectionLimits {
+        let (header, idle, _, _) = DEFAULT_LIMITS;
+        ConnectionLimits::of(header, idle, METRICS_MAX_CONNECTIONS, METRICS_MAX_CONNECTIONS / 4)
+    }
+
+    fn connections(&self) -> usize {
+        if self.listen.is_some() { METRICS_MAX_CONNECTIONS } else { 0 }
+    }
+}
+
+/// Connections the `[metrics] listen` listener takes at once.
+const METRICS_MAX_CONNECTIONS: usize = 32;
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -693,6 +718,14 @@ impl Config {
         }
         self.validate_cinder_auth()?;
         self.dhcp.validate()?;
+        if let Some(listen) = self.metrics.listen
+            && [self.http.listen, self.api.listen].contains(&listen)
+        {
+            return Err((
+                "metrics.listen",
+                format!("{listen} is already the boot HTTP or the API listener's address"),
+            ));
+        }
         for (key, name) in
             [("deploy.kernel", &self.deploy.kernel), ("deploy.ramdisk", &self.deploy.ramdisk)]
         {
@@ -869,6 +902,7 @@ impl Config {
             self.api.max_connections,
             self.tftp.max_transfers,
             self.dhcp.sockets(),
+            self.metrics.connections(),
         ]
         .iter()
         .map(|&cap| cap as u64)
@@ -912,6 +946,20 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn metrics_listen_is_optional_and_not_another_listeners_address() {
+        assert_eq!(Config::from_toml("", "t").unwrap().metrics.listen, None);
+        let config = Config::from_toml("[metrics]\nlisten = \"0.0.0.0:9100\"\n", "t").unwrap();
+        assert_eq!(config.metrics.listen, Some("0.0.0.0:9100".parse().unwrap()));
+        assert_eq!(
+            config.descriptors_needed(),
+            Config::from_toml("", "t").unwrap().descriptors_needed() + 32
+        );
+        let clash = "[api]\nlisten = \"0.0.0.0:6385\"\n[metrics]\nlisten = \"0.0.0.0:6385\"\n";
+        let err = Config::from_toml(clash, "t").unwrap_err().to_string();
+        assert!(err.contains("metrics.listen"), "{err}");
+    }
 
     #[test]
     fn dhcp_is_off_by_default_and_proxy_needs_interfaces() {

@@ -9,8 +9,9 @@
 //! or a node name. What only the database knows (the last Cinder sync pass) is read at scrape
 //! time, off the boot path. This module knows nothing of HTTP.
 
-use std::sync::Arc;
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use prometheus_client::collector::Collector;
@@ -21,7 +22,7 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
 
 use crate::db::{SharedDb, SyncStatus};
-use crate::model::{NodeRecord, ProvisionState};
+use crate::model::{Driver, NodeRecord, ProvisionState};
 
 /// The content type of [`Metrics::scrape`]'s text.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -169,6 +170,116 @@ impl TftpResult {
     }
 }
 
+/// A DHCP message, as a label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DhcpMessage {
+    Discover,
+    Request,
+    /// Any other type, or none (a packet that did not parse).
+    Other,
+}
+
+impl DhcpMessage {
+    const ALL: [DhcpMessage; 3] = [DhcpMessage::Discover, DhcpMessage::Request, DhcpMessage::Other];
+
+    fn as_str(self) -> &'static str {
+        match self {
+            DhcpMessage::Discover => "discover",
+            DhcpMessage::Request => "request",
+            DhcpMessage::Other => "other",
+        }
+    }
+}
+
+/// How the ProxyDHCP dealt with a packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DhcpResult {
+    /// An OFFER or ACK was sent.
+    Answered,
+    /// Not for us: not a netboot client, no binary for its architecture, `answer = "known"`...
+    Ignored,
+    /// Over the per-MAC or overall reply limit.
+    Limited,
+    /// The reply could not be sent.
+    SendFailed,
+    /// Not a DHCP packet.
+    Malformed,
+}
+
+impl DhcpResult {
+    const ALL: [DhcpResult; 5] = [
+        DhcpResult::Answered,
+        DhcpResult::Ignored,
+        DhcpResult::Limited,
+        DhcpResult::SendFailed,
+        DhcpResult::Malformed,
+    ];
+
+    fn as_str(self) -> &'static str {
+        match self {
+            DhcpResult::Answered => "answered",
+            DhcpResult::Ignored => "ignored",
+            DhcpResult::Limited => "limited",
+            DhcpResult::SendFailed => "send_failed",
+            DhcpResult::Malformed => "malformed",
+        }
+    }
+}
+
+/// The client architectures (option 93) counted on their own (IANA numbers); any other is
+/// `other`, and a packet without the option `none`.
+const DHCP_ARCHES: [u16; 11] = [0, 6, 7, 9, 10, 11, 15, 16, 18, 19, 20];
+
+/// A BMC call of the power drivers, as a label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BmcCall {
+    PowerState,
+    SetPower,
+    SetBootDevice,
+}
+
+impl BmcCall {
+    const ALL: [BmcCall; 3] = [BmcCall::PowerState, BmcCall::SetPower, BmcCall::SetBootDevice];
+
+    fn as_str(self) -> &'static str {
+        match self {
+            BmcCall::PowerState => "power_state",
+            BmcCall::SetPower => "set_power",
+            BmcCall::SetBootDevice => "set_boot_device",
+        }
+    }
+}
+
+/// How a BMC call ended (the kinds of `PowerError`, and `ok`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BmcResult {
+    Ok,
+    Invalid,
+    BmcError,
+    Timeout,
+    Unsupported,
+}
+
+impl BmcResult {
+    const ALL: [BmcResult; 5] = [
+        BmcResult::Ok,
+        BmcResult::Invalid,
+        BmcResult::BmcError,
+        BmcResult::Timeout,
+        BmcResult::Unsupported,
+    ];
+
+    fn as_str(self) -> &'static str {
+        match self {
+            BmcResult::Ok => "ok",
+            BmcResult::Invalid => "invalid",
+            BmcResult::BmcError => "bmc_error",
+            BmcResult::Timeout => "timeout",
+            BmcResult::Unsupported => "unsupported",
+        }
+    }
+}
+
 /// A histogram in atomics: fixed bucket bounds, a count, and the sum in nanoseconds.
 #[derive(Debug)]
 pub struct AtomicHistogram {
@@ -236,11 +347,106 @@ pub struct Metrics {
     nodes: Vec<AtomicU64>,
     boot_listeners_up: AtomicBool,
     database_readable: AtomicBool,
+    /// `[message][arch][result]`, flattened ([`Metrics::dhcp_slot`]).
+    dhcp_packets: Vec<AtomicU64>,
+    /// `[driver][call][result]`, flattened ([`Metrics::bmc_slot`]).
+    bmc_calls: Vec<AtomicU64>,
+    /// The last hour of boots, per minute, sampled from the counters above.
+    activity: Mutex<Activity>,
     db: Option<SharedDb>,
+}
+
+/// Boots and failures in one minute of the admin page's boot activity view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Minute {
+    /// Unix seconds of the minute's start.
+    pub start: i64,
+    /// Nodes' own boot scripts served (over HTTP or TFTP).
+    pub boots: u64,
+    /// Scripts refused to a client that is not their node, TFTP transfers that timed out or
+    /// failed on the socket, and 5xx answers of the boot HTTP listener.
+    pub failures: u64,
+}
+
+/// How many minutes the activity view keeps.
+pub const ACTIVITY_MINUTES: usize = 60;
+
+/// Per-minute differences of the boot and failure totals: the minutes closed so far (oldest
+/// first) and the totals when the open minute began.
+#[derive(Debug)]
+struct Activity {
+    closed: VecDeque<Minute>,
+    open_start: i64,
+    base: (u64, u64),
+}
+
+fn minute_of(unix: i64) -> i64 {
+    unix - unix.rem_euclid(60)
+}
+
+impl Activity {
+    fn new(now: i64, totals: (u64, u64)) -> Activity {
+        Activity { closed: VecDeque::new(), open_start: minute_of(now), base: totals }
+    }
+
+    /// Closes the open minute once `now` is past it: what was counted since it began is its
+    /// share (a sample a few seconds late gives it those seconds too); minutes with no sample
+    /// at all count nothing.
+    fn advance(&mut self, now: i64, totals: (u64, u64)) {
+        let minute = minute_of(now);
+        if minute <= self.open_start {
+            return;
+        }
+        self.closed.push_back(Minute {
+            start: self.open_start,
+            boots: totals.0.saturating_sub(self.base.0),
+            failures: totals.1.saturating_sub(self.base.1),
+        });
+        let skipped = (minute - self.open_start) / 60 - 1;
+        if skipped >= ACTIVITY_MINUTES as i64 {
+            self.closed.clear();
+        } else {
+            for k in 1..=skipped {
+                self.closed
+                    .push_back(Minute { start: self.open_start + 60 * k, ..Minute::default() });
+            }
+        }
+        while self.closed.len() >= ACTIVITY_MINUTES {
+            self.closed.pop_front();
+        }
+        self.open_start = minute;
+        self.base = totals;
+    }
+
+    /// The last [`ACTIVITY_MINUTES`] minutes, oldest first, ending with the open one (counted
+    /// up to `totals`).
+    fn last_hour(&self, totals: (u64, u64)) -> Vec<Minute> {
+        let first = self.open_start - 60 * (ACTIVITY_MINUTES as i64 - 1);
+        let mut minutes: Vec<Minute> = (0..ACTIVITY_MINUTES as i64 - 1)
+            .map(|k| {
+                let start = first + 60 * k;
+                self.closed
+                    .iter()
+                    .find(|m| m.start == start)
+                    .copied()
+                    .unwrap_or(Minute { start, ..Minute::default() })
+            })
+            .collect();
+        minutes.push(Minute {
+            start: self.open_start,
+            boots: totals.0.saturating_sub(self.base.0),
+            failures: totals.1.saturating_sub(self.base.1),
+        });
+        minutes
+    }
 }
 
 fn zeros(n: usize) -> Vec<AtomicU64> {
     (0..n).map(|_| AtomicU64::new(0)).collect()
+}
+
+fn now_unix() -> i64 {
+    i64::try_from(now_ms() / 1000).unwrap_or(i64::MAX)
 }
 
 fn now_ms() -> u64 {
@@ -269,8 +475,81 @@ impl Metrics {
             nodes: zeros(ProvisionState::ALL.len()),
             boot_listeners_up: AtomicBool::new(false),
             database_readable: AtomicBool::new(true),
+            dhcp_packets: zeros(
+                DhcpMessage::ALL.len() * (DHCP_ARCHES.len() + 2) * DhcpResult::ALL.len(),
+            ),
+            bmc_calls: zeros(Driver::ALL.len() * BmcCall::ALL.len() * BmcResult::ALL.len()),
+            activity: Mutex::new(Activity::new(now_unix(), (0, 0))),
             db,
         })
+    }
+
+    fn dhcp_slot(message: usize, arch: usize, result: usize) -> usize {
+        (message * (DHCP_ARCHES.len() + 2) + arch) * DhcpResult::ALL.len() + result
+    }
+
+    fn bmc_slot(driver: usize, call: usize, result: usize) -> usize {
+        (driver * BmcCall::ALL.len() + call) * BmcResult::ALL.len() + result
+    }
+
+    /// One packet received by the ProxyDHCP; `arch` is its option 93, if any.
+    pub fn dhcp(&self, message: DhcpMessage, arch: Option<u16>, result: DhcpResult) {
+        let a = match arch {
+            Some(n) => DHCP_ARCHES.iter().position(|&x| x == n).unwrap_or(DHCP_ARCHES.len()),
+            None => DHCP_ARCHES.len() + 1,
+        };
+        let slot = Metrics::dhcp_slot(
+            index_of(&DhcpMessage::ALL, message),
+            a,
+            index_of(&DhcpResult::ALL, result),
+        );
+        self.dhcp_packets[slot].fetch_add(1, Relaxed);
+    }
+
+    /// One call of a power driver to a BMC, and how it ended.
+    pub fn bmc_call(&self, driver: Driver, call: BmcCall, result: BmcResult) {
+        let d = Driver::ALL.iter().position(|x| *x == driver).unwrap_or(0);
+        let slot =
+            Metrics::bmc_slot(d, index_of(&BmcCall::ALL, call), index_of(&BmcResult::ALL, result));
+        self.bmc_calls[slot].fetch_add(1, Relaxed);
+    }
+
+    /// Boots (nodes' own scripts served) and failures so far: what [`Minute`] counts.
+    fn activity_totals(&self) -> (u64, u64) {
+        let sum = |row: &[AtomicU64]| row.iter().map(|v| v.load(Relaxed)).sum::<u64>();
+        let boots = sum(&self.scripts[index_of(&ScriptKind::ALL, ScriptKind::Node)]);
+        let mut failures = sum(&self.scripts[index_of(&ScriptKind::ALL, ScriptKind::Refused)]);
+        for row in &self.tftp_transfers {
+            for result in [TftpResult::TimedOut, TftpResult::SocketError] {
+                failures += row[index_of(&TftpResult::ALL, result)].load(Relaxed);
+            }
+        }
+        for (r, row) in self.http_requests.iter().enumerate() {
+            if Route::ALL[r] == Route::Other {
+                continue;
+            }
+            for (s, value) in row.iter().enumerate() {
+                if STATUSES.get(s).is_some_and(|&code| code >= 500) {
+                    failures += value.load(Relaxed);
+                }
+            }
+        }
+        (boots, failures)
+    }
+
+    /// Closes the activity minute once it has ended; `serve` calls it every few seconds.
+    pub fn sample_activity(&self) {
+        let totals = self.activity_totals();
+        self.activity.lock().unwrap_or_else(|p| p.into_inner()).advance(now_unix(), totals);
+    }
+
+    /// The last hour of boot activity, per minute, oldest first; the last minute is the
+    /// current one, counted up to now.
+    pub fn boot_activity(&self) -> Vec<Minute> {
+        let totals = self.activity_totals();
+        let mut activity = self.activity.lock().unwrap_or_else(|p| p.into_inner());
+        activity.advance(now_unix(), totals);
+        activity.last_hour(totals)
     }
 
     /// One request answered by the boot HTTP listener.
@@ -522,11 +801,73 @@ impl Collector for Scrape {
             MetricType::Gauge,
         )?;
         gauge(family, i64::from(m.database_readable.load(Relaxed)))?;
+        encode_dhcp(&mut e, m)?;
+        encode_bmc(&mut e, m)?;
         if let Some(sync) = &self.sync {
             encode_sync(&mut e, sync)?;
         }
         Ok(())
     }
+}
+
+/// ProxyDHCP packets: only the combinations seen (most never are).
+fn encode_dhcp(e: &mut DescriptorEncoder, m: &Metrics) -> std::fmt::Result {
+    let mut family = e.encode_descriptor(
+        "bootvol_dhcp_packets",
+        "Packets received by the ProxyDHCP, by message type, client architecture (option 93, IANA number) and what was done (only combinations seen).",
+        None,
+        MetricType::Counter,
+    )?;
+    let arch_label = |a: usize| match DHCP_ARCHES.get(a) {
+        Some(n) => n.to_string(),
+        None if a == DHCP_ARCHES.len() => "other".to_owned(),
+        None => "none".to_owned(),
+    };
+    for (mi, message) in DhcpMessage::ALL.iter().enumerate() {
+        for a in 0..DHCP_ARCHES.len() + 2 {
+            for (ri, result) in DhcpResult::ALL.iter().enumerate() {
+                let value = m.dhcp_packets[Metrics::dhcp_slot(mi, a, ri)].load(Relaxed);
+                if value == 0 {
+                    continue;
+                }
+                let arch = arch_label(a);
+                let labels = [
+                    ("message", message.as_str()),
+                    ("arch", arch.as_str()),
+                    ("result", result.as_str()),
+                ];
+                counter(family.encode_family(&labels)?, value)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// BMC calls: `ok` for every driver and call, the errors once seen.
+fn encode_bmc(e: &mut DescriptorEncoder, m: &Metrics) -> std::fmt::Result {
+    let mut family = e.encode_descriptor(
+        "bootvol_bmc_calls",
+        "Calls of the power drivers to BMCs, by driver, call and result (ok always, errors once seen).",
+        None,
+        MetricType::Counter,
+    )?;
+    for (di, driver) in Driver::ALL.iter().enumerate() {
+        for (ci, call) in BmcCall::ALL.iter().enumerate() {
+            for (ri, result) in BmcResult::ALL.iter().enumerate() {
+                let value = m.bmc_calls[Metrics::bmc_slot(di, ci, ri)].load(Relaxed);
+                if value == 0 && *result != BmcResult::Ok {
+                    continue;
+                }
+                let labels = [
+                    ("driver", driver.as_str()),
+                    ("call", call.as_str()),
+                    ("result", result.as_str()),
+                ];
+                counter(family.encode_family(&labels)?, value)?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The last Cinder sync pass (`sync_status`), present once a pass was recorded.
@@ -619,5 +960,71 @@ mod tests {
         let (ready, text) = runtime.block_on(metrics.readiness());
         assert!(ready, "{text}");
         assert!(text.starts_with("ready: boot listeners up, snapshot generation 1\n"));
+    }
+
+    #[test]
+    fn dhcp_and_bmc_counts_use_fixed_labels_and_only_seen_errors() {
+        let metrics = Metrics::new(None);
+        metrics.dhcp(DhcpMessage::Discover, Some(7), DhcpResult::Answered);
+        metrics.dhcp(DhcpMessage::Discover, Some(7), DhcpResult::Answered);
+        metrics.dhcp(DhcpMessage::Request, Some(4242), DhcpResult::Ignored);
+        metrics.dhcp(DhcpMessage::Other, None, DhcpResult::Malformed);
+        metrics.bmc_call(Driver::Redfish, BmcCall::SetPower, BmcResult::Timeout);
+        metrics.bmc_call(Driver::Ipmi, BmcCall::PowerState, BmcResult::Ok);
+        let text = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(metrics.scrape());
+        for line in [
+            "bootvol_dhcp_packets_total{message=\"discover\",arch=\"7\",result=\"answered\"} 2",
+            "bootvol_dhcp_packets_total{message=\"request\",arch=\"other\",result=\"ignored\"} 1",
+            "bootvol_dhcp_packets_total{message=\"other\",arch=\"none\",result=\"malformed\"} 1",
+            "bootvol_bmc_calls_total{driver=\"redfish\",call=\"set_power\",result=\"timeout\"} 1",
+            "bootvol_bmc_calls_total{driver=\"redfish\",call=\"set_power\",result=\"ok\"} 0",
+            "bootvol_bmc_calls_total{driver=\"ipmi\",call=\"power_state\",result=\"ok\"} 1",
+        ] {
+            assert!(text.contains(line), "{line} missing from\n{text}");
+        }
+        assert_eq!(text.matches("bootvol_dhcp_packets_total{").count(), 3, "{text}");
+        assert!(!text.contains("result=\"bmc_error\""), "{text}");
+    }
+
+    #[test]
+    fn activity_gives_each_minute_what_was_counted_in_it() {
+        let t0 = 1_700_000_040; // a minute's start
+        let mut a = Activity::new(t0 + 5, (10, 1));
+        assert_eq!(a.last_hour((10, 1)).len(), ACTIVITY_MINUTES);
+        a.advance(t0 + 30, (13, 1)); // same minute: nothing closes
+        assert_eq!(a.last_hour((14, 2)).last(), Some(&Minute { start: t0, boots: 4, failures: 1 }));
+        a.advance(t0 + 62, (14, 2)); // next minute: the first closes with 4 boots, 1 failure
+        a.advance(t0 + 60 * 4 + 1, (20, 2)); // two minutes without a sample count nothing
+        let hour = a.last_hour((21, 5));
+        assert_eq!(hour.len(), ACTIVITY_MINUTES);
+        let tail: Vec<(i64, u64, u64)> =
+            hour[hour.len() - 5..].iter().map(|m| (m.start - t0, m.boots, m.failures)).collect();
+        assert_eq!(tail, [(0, 4, 1), (60, 6, 0), (120, 0, 0), (180, 0, 0), (240, 1, 3)]);
+        assert!(hour.windows(2).all(|w| w[1].start - w[0].start == 60));
+        // After more than an hour, only the last hour is kept.
+        a.advance(t0 + 60 * 200, (30, 5));
+        let hour = a.last_hour((30, 5));
+        assert_eq!(hour.iter().map(|m| m.boots).sum::<u64>(), 0);
+        assert_eq!(hour.last().map(|m| m.start), Some(t0 + 60 * 200));
+    }
+
+    #[test]
+    fn boots_and_failures_come_from_the_counters() {
+        let metrics = Metrics::new(None);
+        metrics.script(ScriptKind::Node, Transport::Http);
+        metrics.script(ScriptKind::Node, Transport::Tftp);
+        metrics.script(ScriptKind::Unknown, Transport::Http);
+        metrics.script(ScriptKind::Refused, Transport::Http);
+        metrics.tftp_transfer(FileClass::File, TftpResult::TimedOut, 0, Duration::from_secs(5));
+        metrics.tftp_transfer(FileClass::File, TftpResult::ClientError, 0, Duration::ZERO);
+        metrics.http_request(Route::Files, 503, Duration::ZERO);
+        metrics.http_request(Route::Other, 500, Duration::ZERO);
+        // Summed over the hour: the minute may turn during the test.
+        let hour = metrics.boot_activity();
+        let sum = |f: fn(&Minute) -> u64| hour.iter().map(f).sum::<u64>();
+        assert_eq!((sum(|m| m.boots), sum(|m| m.failures)), (2, 3));
     }
 }

@@ -17,6 +17,7 @@
 //! from the `boot` scenario rules. Like the API, secrets are masked before anything reaches a
 //! template.
 
+mod activity;
 mod forms;
 mod node;
 mod session;
@@ -66,6 +67,7 @@ const TEMPLATES: &[(&str, &str)] = &[
     ("login.html.j2", include_str!("../../templates/admin/login.html.j2")),
     ("nodes.html.j2", include_str!("../../templates/admin/nodes.html.j2")),
     ("node.html.j2", include_str!("../../templates/admin/node.html.j2")),
+    ("activity.html.j2", include_str!("../../templates/admin/activity.html.j2")),
 ];
 
 fn environment(auth_off: bool, secrets_to_anyone: bool) -> Environment<'static> {
@@ -94,6 +96,7 @@ pub fn router(api: ApiState) -> Router {
     Router::new()
         .route("/admin", get(|| async { Redirect::to("/admin/") }))
         .route("/admin/", get(nodes_page))
+        .route("/admin/activity", get(activity_page))
         .route("/admin/nodes", post(forms::create_node))
         .route("/admin/nodes/{node}", get(node_page))
         .route("/admin/nodes/{node}/{form}", post(forms::node_form))
@@ -141,7 +144,7 @@ fn html(status: StatusCode, body: String) -> Response {
     h.insert(
         "content-security-policy",
         HeaderValue::from_static(
-            "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'",
+            "default-src 'none'; style-src 'unsafe-inline'; frame-src 'self'; form-action 'self'; frame-ancestors 'none'",
         ),
     );
     h.insert("referrer-policy", HeaderValue::from_static("no-referrer"));
@@ -334,6 +337,37 @@ async fn nodes_page(
         }
         Err(redirect) => *redirect,
     }
+}
+
+/// How often the boot activity frame redraws itself (`<meta http-equiv="refresh">`).
+const ACTIVITY_REFRESH_SECS: u32 = 15;
+
+/// The boot activity of the last hour, a page of its own that the nodes list frames and that
+/// redraws itself: live without JavaScript. Only this page may be framed, and only by the admin
+/// page itself.
+async fn activity_page(State(state): State<AdminState>, headers: HeaderMap) -> Response {
+    if let Err(redirect) = logged_in(&state, &headers) {
+        return *redirect;
+    }
+    let minutes = state.api.metrics().boot_activity();
+    let mut response = state.render(
+        StatusCode::OK,
+        "activity.html.j2",
+        context! {
+            svg => minijinja::Value::from_safe_string(activity::svg(&minutes)),
+            summary => activity::summary(&minutes),
+            refresh => ACTIVITY_REFRESH_SECS,
+        },
+    );
+    let h = response.headers_mut();
+    h.insert("x-frame-options", HeaderValue::from_static("SAMEORIGIN"));
+    h.insert(
+        "content-security-policy",
+        HeaderValue::from_static(
+            "default-src 'none'; style-src 'unsafe-inline'; form-action 'none'; frame-ancestors 'self'",
+        ),
+    );
+    response
 }
 
 /// The nodes list (with the create form), and the outcome of a form when there was one.

@@ -129,6 +129,11 @@ impl ApiState {
         }
     }
 
+    /// The appliance's counters (the admin page's boot activity).
+    pub(crate) fn metrics(&self) -> &crate::metrics::Metrics {
+        &self.inner.metrics
+    }
+
     /// The recent boot requests.
     pub(crate) fn recent_boots(&self) -> &crate::recent::RecentBoots {
         &self.inner.recent
@@ -332,12 +337,19 @@ impl Auth {
 /// everything else through one dispatcher, so trailing slashes, node names, authentication and
 /// Ironic's error shapes are handled in one place.
 pub fn router(state: ApiState) -> Router {
+    public_routes().fallback(handle).with_state(state)
+}
+
+/// The public routes alone, for `[metrics] listen`: anything else is 404.
+pub fn public_router(state: ApiState) -> Router {
+    public_routes().with_state(state)
+}
+
+fn public_routes() -> Router<ApiState> {
     Router::new()
         .route("/healthz", axum::routing::get(public::healthz))
         .route("/readyz", axum::routing::get(public::readyz))
         .route("/metrics", axum::routing::get(public::metrics))
-        .fallback(handle)
-        .with_state(state)
 }
 
 /// An error with Ironic's shape.

@@ -100,6 +100,8 @@ pub struct Conductor {
     storage: StorageInterfaces,
     power: PowerSettings,
     on_change: Option<Arc<dyn Fn() + Send + Sync>>,
+    /// Where BMC calls are counted (`serve`); none for the CLI's one-off commands.
+    metrics: Option<Arc<crate::metrics::Metrics>>,
     tasks: TaskTracker,
 }
 
@@ -119,13 +121,27 @@ impl Conductor {
             timeout: Duration::from_secs(config.conductor.power_timeout),
             state_wait: Duration::from_secs(config.conductor.power_state_wait),
         };
-        Ok(Conductor { config, db, storage, power, on_change: None, tasks: TaskTracker::new() })
+        Ok(Conductor {
+            config,
+            db,
+            storage,
+            power,
+            on_change: None,
+            metrics: None,
+            tasks: TaskTracker::new(),
+        })
     }
 
     /// Called after each in-process write that changes what a node boots (`serve` rebuilds
     /// the boot snapshot at once rather than at its next poll).
     pub fn with_on_change(mut self, on_change: Arc<dyn Fn() + Send + Sync>) -> Conductor {
         self.on_change = Some(on_change);
+        self
+    }
+
+    /// Counts every BMC call of this conductor's power drivers in `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> Conductor {
+        self.metrics = Some(metrics);
         self
     }
 
@@ -155,7 +171,15 @@ impl Conductor {
     }
 
     fn driver(&self, driver: Driver) -> Arc<dyn PowerDriver> {
-        driver_for(driver, &self.power)
+        let inner = driver_for(driver, &self.power);
+        match &self.metrics {
+            Some(metrics) => Arc::new(crate::power::metered::Metered {
+                inner,
+                driver,
+                metrics: Arc::clone(metrics),
+            }),
+            None => inner,
+        }
     }
 
     /// The node by name or UUID.

@@ -27,6 +27,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::boot::BootSnapshot;
 use crate::config::{Config, DhcpAnswer, DhcpMode};
+use crate::metrics::{DhcpMessage, DhcpResult, Metrics};
 use crate::model::MacAddr;
 use crate::recent::RecentBoots;
 use packet::Packet;
@@ -44,6 +45,7 @@ struct Shared {
     tftp_root: PathBuf,
     snapshot: Arc<ArcSwap<BootSnapshot>>,
     recent: Arc<RecentBoots>,
+    metrics: Arc<Metrics>,
     limit: Mutex<RateLimit>,
 }
 
@@ -54,6 +56,7 @@ pub fn start(
     config: &Config,
     snapshot: &Arc<ArcSwap<BootSnapshot>>,
     recent: &Arc<RecentBoots>,
+    metrics: &Arc<Metrics>,
     tracker: &TaskTracker,
     shutdown: &CancellationToken,
 ) -> Result<()> {
@@ -70,6 +73,7 @@ pub fn start(
         tftp_root: config.tftp.root.clone(),
         snapshot: Arc::clone(snapshot),
         recent: Arc::clone(recent),
+        metrics: Arc::clone(metrics),
         limit: Mutex::new(RateLimit::appliance()),
     });
     let mut sockets = Vec::new();
@@ -136,9 +140,11 @@ async fn answer(socket: UdpSocket, interface: String, port: Port, shared: Arc<Sh
             Ok(p) => p,
             Err(e) => {
                 tracing::debug!(%interface, %from, error = %e, "not a DHCP packet");
+                shared.metrics.dhcp(DhcpMessage::Other, None, DhcpResult::Malformed);
                 continue;
             }
         };
+        let count = |result| shared.metrics.dhcp(message_label(&request), request.arch(), result);
         let now = Instant::now();
         if cached.is_none_or(|(at, _, _)| now.duration_since(at) > FACTS_TTL) {
             let arm64 = shared.tftp_root.join(ARM64_BINARY).is_file();
@@ -149,7 +155,10 @@ async fn answer(socket: UdpSocket, interface: String, port: Port, shared: Arc<Sh
             }
             cached = Some((now, address, arm64));
         }
-        let Some((_, Some(server), has_arm64)) = cached else { continue };
+        let Some((_, Some(server), has_arm64)) = cached else {
+            count(DhcpResult::Ignored);
+            continue;
+        };
         let snapshot = shared.snapshot.load();
         let script = request.mac().and_then(|m| snapshot.script(MacAddr(m)));
         let facts = Facts {
@@ -163,12 +172,14 @@ async fn answer(socket: UdpSocket, interface: String, port: Port, shared: Arc<Sh
             Decision::Reply(reply) => reply,
             Decision::Ignore(why) => {
                 tracing::debug!(%interface, %from, why, "ProxyDHCP: not answered");
+                count(DhcpResult::Ignored);
                 continue;
             }
         };
         let mac = MacAddr(reply.mac);
         if !shared.limit.lock().unwrap_or_else(|p| p.into_inner()).allow(reply.mac, now) {
             tracing::debug!(%interface, %mac, "ProxyDHCP: reply limit reached");
+            count(DhcpResult::Limited);
             continue;
         }
         let to = match reply.to {
@@ -182,8 +193,10 @@ async fn answer(socket: UdpSocket, interface: String, port: Port, shared: Arc<Sh
             if reply.packet.message_type() == Some(packet::msg::OFFER) { "offer" } else { "ack" };
         if let Err(e) = socket.send_to(&reply.packet.encode(), to).await {
             tracing::warn!(%interface, %mac, %to, error = %e, "ProxyDHCP reply not sent");
+            count(DhcpResult::SendFailed);
             continue;
         }
+        count(DhcpResult::Answered);
         let node = script.and_then(|s| s.node.as_deref());
         tracing::info!(%interface, %mac, arch = reply.arch, file = %reply.file, %to, node, kind, "ProxyDHCP answered");
         let client = match from.ip() {
@@ -197,5 +210,14 @@ async fn answer(socket: UdpSocket, interface: String, port: Port, shared: Arc<Sh
             node,
             if node.is_some() { "offer" } else { "unknown" },
         );
+    }
+}
+
+/// The message type of `request`, as a metric label.
+fn message_label(request: &Packet) -> DhcpMessage {
+    match request.message_type() {
+        Some(packet::msg::DISCOVER) => DhcpMessage::Discover,
+        Some(packet::msg::REQUEST) => DhcpMessage::Request,
+        _ => DhcpMessage::Other,
     }
 }

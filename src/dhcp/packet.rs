@@ -110,6 +110,15 @@ impl Packet {
         self.options.iter().find(|(c, _)| *c == code).map(|(_, v)| v.as_slice())
     }
 
+    /// Option 93, the client architecture, as a number (the first listed, which is the one
+    /// booting).
+    pub fn arch(&self) -> Option<u16> {
+        match self.option(opt::CLIENT_ARCH) {
+            Some([hi, lo, ..]) => Some(u16::from_be_bytes([*hi, *lo])),
+            _ => None,
+        }
+    }
+
     /// Option 53, if it is one byte.
     pub fn message_type(&self) -> Option<u8> {
         match self.option(opt::MESSAGE_TYPE) {

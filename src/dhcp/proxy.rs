@@ -104,10 +104,8 @@ pub fn decide(request: &Packet, settings: Settings, facts: &Facts) -> Decision {
     } else {
         return Decision::Ignore("not a netboot client (option 60)");
     };
-    let arch = match request.option(opt::CLIENT_ARCH) {
-        // Several architectures may be listed; the first is the one booting.
-        Some([hi, lo, ..]) => u16::from_be_bytes([*hi, *lo]),
-        _ => return Decision::Ignore("no client architecture (option 93)"),
+    let Some(arch) = request.arch() else {
+        return Decision::Ignore("no client architecture (option 93)");
     };
     if settings.known_only && !facts.known {
         return Decision::Ignore("not a known port (answer = known)");

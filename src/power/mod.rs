@@ -3,7 +3,8 @@
 //! The [`PowerDriver`] trait is the seam the conductor calls; [`driver_for`] picks the
 //! implementation from the node's hardware type: [`fake`] (no BMC, for demos and tests),
 //! [`redfish`] (HTTP, Redfish `ComputerSystem`) and [`ipmi`] (`ipmitool` over IPMI 2.0 lanplus).
-//! Each reads Ironic's `driver_info` field names.
+//! Each reads Ironic's `driver_info` field names. [`metered`] wraps any of them to count its BMC
+//! calls in the metrics.
 //!
 //! Only this module talks to BMCs; it knows nothing about SQLite, provision states or boot
 //! scripts. BMC passwords never appear in logs, error messages or `Debug` output: the drivers
@@ -11,6 +12,7 @@
 
 pub mod fake;
 pub mod ipmi;
+pub mod metered;
 pub mod redfish;
 
 use std::fmt;

@@ -1,5 +1,5 @@
 // The admin page in headless Chromium (Debian's `chromium`, driven by playwright-core):
-// log in, create a node with a port, an iqn connector and an iSCSI target, see its script,
+// log in, see the boot activity frame drawn, create a node with a port, an iqn connector and an iSCSI target, see its script,
 // edit the target (new portal, CHAP secret kept masked), add and delete a port, power the node
 // on, save a screenshot of the node page, check that a form posted without its CSRF token is
 // refused, log out. Run by tests/it/admin.rs:
@@ -26,7 +26,12 @@ function check(condition, message) {
     await page.fill('input[name=username]', user);
     await page.fill('input[name=password]', password);
     await Promise.all([page.waitForURL(`${base}/admin/`), page.click('button:has-text("Log in")')]);
-    check((await page.textContent('h2')) === 'Nodes', 'no nodes list after log-in');
+    check((await page.locator('h2').allTextContents()).includes('Nodes'), 'no nodes list after log-in');
+    // The boot activity frame: allowed by the page's policy, drawn as an SVG of 60 minutes.
+    const activity = page.frameLocator('iframe[src="/admin/activity"]');
+    await activity.locator('svg').waitFor();
+    const minutes = await activity.locator('svg g.minute').count();
+    check(minutes === 60, `the boot activity frame shows ${minutes} minutes, not 60`);
     const cookies = await page.context().cookies();
     const session = cookies.find((c) => c.name === 'bootvol_admin');
     check(session && session.httpOnly && session.sameSite === 'Strict', `cookie flags: ${JSON.stringify(session)}`);

@@ -74,13 +74,19 @@ impl Admin {
 
     /// `serve` with `[api] auth_strategy = <auth>` (the htpasswd file is written either way).
     fn start_with(auth: &str) -> Admin {
+        Admin::start_secrets(auth, "any")
+    }
+
+    /// Same, with `[boot] script_secrets = <secrets>`.
+    fn start_secrets(auth: &str, secrets: &str) -> Admin {
         let dir = tempfile::tempdir().unwrap();
         let htpasswd = dir.path().join("htpasswd");
         let hash = bcrypt::hash(PASSWORD, 4).unwrap();
         std::fs::write(&htpasswd, format!("{USER}:{hash}\n")).unwrap();
         let text = format!(
             "{}[api]\nauth_strategy = \"{auth}\"\nhttp_basic_auth_user_file = \"{}\"\n",
-            config_text(dir.path()),
+            config_text(dir.path())
+                .replace("script_secrets = \"any\"", &format!("script_secrets = \"{secrets}\"")),
             htpasswd.display()
         );
         let config = Config::from_toml(&text, "test").unwrap();
@@ -551,6 +557,71 @@ fn recent_boot_requests_and_unknown_macs() {
         "{}",
         enroll.body
     );
+}
+
+#[test]
+fn boot_activity_shows_boots_and_failures_of_the_last_hour() {
+    // Neighbour checks on: a script with a CHAP secret asked for over loopback is refused.
+    let admin = Admin::start_secrets("http_basic", "neighbour");
+    let cookie = admin.call("GET", "/admin/activity", None, &[]);
+    assert_eq!(cookie.status, 303, "the activity page needs a session");
+    let cookie = admin.login(PASSWORD).cookie();
+    // Two deployed nodes, one with a CHAP secret, written as `bootvol apply` would.
+    let node = |n: &str, mac: &str, chap: bool| {
+        let mut properties = serde_json::json!({"target_iqn": format!("iqn.2024-01.org.example.san:act-{n}"),
+            "target_portal": "192.0.2.21:3260", "target_lun": 0});
+        if chap {
+            properties["auth_method"] = "CHAP".into();
+            properties["auth_username"] = "u".into();
+            properties["auth_password"] = "chap-secret-ac".into();
+        }
+        serde_json::json!({"name": format!("act-{n}"), "driver": "fake", "storage_interface": "external",
+            "provision_state": "active", "properties": {"capabilities": "iscsi_boot:true"},
+            "ports": [{"address": mac}],
+            "volume_connectors": [{"type": "iqn", "connector_id": format!("iqn.2024-01.org.example.node:act-{n}")}],
+            "volume_targets": [{"volume_type": "iscsi", "boot_index": 0, "volume_id": format!("vol-act-{n}"),
+                "properties": properties}]})
+    };
+    let inventory = serde_json::json!({"nodes": [node("plain", "52:54:00:ac:00:01", false),
+        node("chap", "52:54:00:ac:00:02", true)]});
+    let config = Config::from_toml(&config_text(admin._dir.path()), "test").unwrap();
+    let specs = bootvol::inventory::parse(
+        &inventory.to_string(),
+        bootvol::inventory::Format::Json,
+        &config,
+    )
+    .unwrap();
+    let mut db = bootvol::db::Db::open(&admin._dir.path().join("bootvol.db")).unwrap();
+    db.apply_inventory(&specs, false).unwrap();
+    let agent: ureq::Agent =
+        ureq::Agent::config_builder().http_status_as_error(false).build().into();
+    let fetch = |mac: &str| {
+        agent.get(format!("{}/boot/{mac}.ipxe", admin.boot)).call().unwrap().status().as_u16()
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while fetch("52-54-00-ac-00-01") != 200 {
+        assert!(Instant::now() < deadline, "snapshot never knew act-plain and act-chap");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(fetch("52-54-00-ac-00-01"), 200);
+    assert_eq!(fetch("52-54-00-ac-00-01"), 200);
+    assert_eq!(fetch("52-54-00-ac-00-02"), 404, "a CHAP script is refused to loopback");
+
+    let page = admin.call("GET", "/admin/activity", None, &[("Cookie", &cookie)]);
+    assert_eq!(page.status, 200);
+    assert!(
+        page.body.contains("3 boots and 1 failure in the last hour"),
+        "the activity page counts 3 boots and the refusal:\n{}",
+        page.body
+    );
+    assert_eq!(page.body.matches("<g class=\"minute").count(), 60);
+    assert_eq!(page.body.matches("class=\"minute failed\"").count(), 1, "{}", page.body);
+    assert!(page.body.contains("<meta http-equiv=\"refresh\""));
+    assert_eq!(page.header("x-frame-options"), Some("SAMEORIGIN"));
+    assert!(page.header("content-security-policy").unwrap().contains("frame-ancestors 'self'"));
+    let list = admin.call("GET", "/admin/", None, &[("Cookie", &cookie)]);
+    assert!(list.body.contains("<iframe src=\"/admin/activity\""), "{}", list.body);
+    assert_eq!(list.header("x-frame-options"), Some("DENY"), "only the activity page is framed");
 }
 
 /// The stored (unmasked) node record, read from the appliance's database.

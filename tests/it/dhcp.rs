@@ -173,6 +173,7 @@ listen = "{server}:69"
 root = "{dir}/files"
 [api]
 listen = "127.0.0.1:6385"
+auth_strategy = "noauth"
 [dhcp]
 mode = "proxy"
 interfaces = ["dh0"]
@@ -269,4 +270,48 @@ interfaces = ["dh0"]
     let log = serve_log();
     assert!(log.contains("ProxyDHCP answered"), "{log}");
     assert!(log.contains("node=n1") || log.contains("node=\"n1\""), "{log}");
+
+    // What the exchanges above left in the metrics and on the admin page, read from the
+    // server's namespace (the API listens on its loopback).
+    let server_ns = format!("/var/run/netns/{}", link.server);
+    let (metrics, node_page) = std::thread::spawn(move || {
+        let ns = std::fs::File::open(&server_ns).unwrap();
+        nix::sched::setns(ns.as_fd(), nix::sched::CloneFlags::CLONE_NEWNET).unwrap();
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .max_redirects(0)
+            .build()
+            .into();
+        let api = "http://127.0.0.1:6385";
+        let metrics = agent.get(format!("{api}/metrics")).call().unwrap().into_body();
+        let metrics = metrics.into_with_config().limit(1 << 20).read_to_string().unwrap();
+        let login = agent.get(format!("{api}/admin/login")).call().unwrap();
+        let cookie = login.headers().get("set-cookie").unwrap().to_str().unwrap();
+        let cookie = cookie.split(';').next().unwrap().to_owned();
+        let page = agent.get(format!("{api}/admin/nodes/n1")).header("Cookie", &cookie).call();
+        let page = page.unwrap().into_body().read_to_string().unwrap();
+        (metrics, page)
+    })
+    .join()
+    .unwrap();
+    let count = |labels: &str| -> u64 {
+        let prefix = format!("bootvol_dhcp_packets_total{{{labels}}} ");
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(prefix.as_str()))
+            .map_or(0, |v| v.parse().unwrap())
+    };
+    for (labels, expected) in [
+        (r#"message="discover",arch="7",result="answered""#, 2),
+        (r#"message="discover",arch="16",result="answered""#, 1),
+        (r#"message="request",arch="7",result="answered""#, 1),
+        (r#"message="discover",arch="0",result="ignored""#, 1),
+        (r#"message="discover",arch="11",result="ignored""#, 1),
+    ] {
+        assert_eq!(count(labels), expected, "{labels}\n{metrics}");
+    }
+    // The BIOS DISCOVER was sent until serve answered: at least one answer.
+    assert!(count(r#"message="discover",arch="0",result="answered""#) >= 1, "{metrics}");
+    // The node's page lists the offers among its recent boot requests.
+    assert!(node_page.contains("<td>dhcp</td>"), "no DHCP entry on the node's page:\n{node_page}");
 }

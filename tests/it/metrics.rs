@@ -19,6 +19,10 @@ const PASSWORD: &str = "s3cret-pass";
 
 struct Serve {
     api: String,
+    /// `[metrics] listen`: the public routes alone.
+    metrics: String,
+    /// The ProxyDHCP's socket, on loopback.
+    dhcp: SocketAddr,
     boot: String,
     tftp: SocketAddr,
     shutdown: CancellationToken,
@@ -33,8 +37,9 @@ impl Drop for Serve {
     }
 }
 
-/// `serve` with http_basic auth, the scenario inventory (12 nodes, all `active`) and a
-/// `[tftp] root` holding `snponly.efi`.
+/// `serve` with http_basic auth, the scenario inventory (12 nodes, all `active`, fake power), a
+/// `[tftp] root` holding `snponly.efi`, a `[metrics] listen` listener and the ProxyDHCP on
+/// loopback (a free port: no root needed).
 fn start() -> Serve {
     let dir = tempfile::tempdir().unwrap();
     let htpasswd = dir.path().join("htpasswd");
@@ -43,8 +48,10 @@ fn start() -> Serve {
     std::fs::create_dir_all(&root).unwrap();
     let binary: Vec<u8> = (0..70_000u32).map(|i| (i % 253) as u8).collect();
     std::fs::write(root.join("snponly.efi"), &binary).unwrap();
+    let dhcp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
     let text = format!(
-        "{}[api]\nauth_strategy = \"http_basic\"\nhttp_basic_auth_user_file = \"{}\"\n",
+        "{}[api]\nauth_strategy = \"http_basic\"\nhttp_basic_auth_user_file = \"{}\"\n\
+         [dhcp]\nmode = \"proxy\"\ninterfaces = [\"lo\"]\nlisten = [\"{dhcp}\"]\n",
         config_text(dir.path()).replace("/usr/lib/ipxe", &root.display().to_string()),
         htpasswd.display()
     );
@@ -66,13 +73,18 @@ fn start() -> Serve {
             let http = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
             let tftp = tokio::net::UdpSocket::bind("127.0.0.1:0").await?;
             let api = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-            tx.send((api.local_addr()?, http.local_addr()?, tftp.local_addr()?)).unwrap();
-            bootvol::app::serve(config, bootvol::app::Listeners { http, tftp, api }, token).await
+            let metrics = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+            let addrs = (api.local_addr()?, http.local_addr()?, tftp.local_addr()?);
+            tx.send((addrs, metrics.local_addr()?)).unwrap();
+            let listeners = bootvol::app::Listeners { http, tftp, api, metrics: Some(metrics) };
+            bootvol::app::serve(config, listeners, token).await
         })
     });
-    let (api, boot, tftp) = rx.recv_timeout(Duration::from_secs(10)).expect("bound");
+    let ((api, boot, tftp), metrics) = rx.recv_timeout(Duration::from_secs(10)).expect("bound");
     let serve = Serve {
         api: format!("http://{api}"),
+        metrics: format!("http://{metrics}"),
+        dhcp,
         boot: format!("http://{boot}"),
         tftp,
         shutdown,
@@ -145,7 +157,60 @@ fn boot_traffic(serve: &Serve) -> usize {
     // curl: 68 = TFTP file not found.
     assert_eq!(tftp(serve.tftp, "boot/52-54-00-de-ad-99.ipxe").0, 68);
     assert_eq!(tftp(serve.tftp, "missing.efi").0, 68);
+    // ProxyDHCP: a DISCOVER that is not a netboot client's (ignored), and one from BIOS PXE
+    // firmware (answered, or counted as not sent: loopback has no broadcast).
+    let client = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    for class in [&b"MSFT 5.0"[..], b"PXEClient:Arch:00000:UNDI:002001"] {
+        client.send_to(&discover(class), serve.dhcp).unwrap();
+    }
     generic.len() + serve.binary.len()
+}
+
+/// A power action on a node with the fake driver (one BMC call); returns the scrape once it is
+/// counted. The node's change rebuilds the snapshot.
+fn power_on(serve: &Serve) -> String {
+    assert_eq!(put_power(serve, "iscsi-chap", "power on"), 202);
+    scrape_until_all(serve, &[BMC_DONE], String::new())
+}
+
+/// A DHCPDISCOVER with option 60 `class` and option 93 = 0 (x86 BIOS).
+fn discover(class: &[u8]) -> Vec<u8> {
+    let mut chaddr = [0; 16];
+    chaddr[..6].copy_from_slice(&[0x52, 0x54, 0x00, 0xd4, 0xc0, 0x01]);
+    bootvol::dhcp::packet::Packet {
+        op: 1,
+        htype: 1,
+        hlen: 6,
+        hops: 0,
+        xid: 0x0b00_7001,
+        secs: 0,
+        flags: 0x8000,
+        ciaddr: std::net::Ipv4Addr::UNSPECIFIED,
+        yiaddr: std::net::Ipv4Addr::UNSPECIFIED,
+        siaddr: std::net::Ipv4Addr::UNSPECIFIED,
+        giaddr: std::net::Ipv4Addr::UNSPECIFIED,
+        chaddr,
+        sname: [0; 64],
+        file: [0; 128],
+        options: vec![(53, vec![1]), (60, class.to_vec()), (93, vec![0, 0])],
+    }
+    .encode()
+}
+
+/// `PUT /v1/nodes/<node>/states/power` with the operator's credentials: the status.
+fn put_power(serve: &Serve, node: &str, target: &str) -> u16 {
+    use base64::Engine;
+    let agent: ureq::Agent =
+        ureq::Agent::config_builder().http_status_as_error(false).build().into();
+    let basic = base64::engine::general_purpose::STANDARD.encode(format!("{USER}:{PASSWORD}"));
+    agent
+        .put(format!("{}/v1/nodes/{node}/states/power", serve.api))
+        .header("Authorization", format!("Basic {basic}"))
+        .header("Content-Type", "application/json")
+        .send(serde_json::json!({"target": target}).to_string())
+        .unwrap()
+        .status()
+        .as_u16()
 }
 
 /// The scrape once `line` is in it: a TFTP transfer is counted when the server reads the last
@@ -160,6 +225,16 @@ fn scrape_until(serve: &Serve, line: &str) -> String {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// Scrapes again until every line is in the text (counted after the client saw its answer).
+fn scrape_until_all(serve: &Serve, lines: &[&str], mut text: String) -> String {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !lines.iter().all(|line| text.lines().any(|l| l == *line)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        text = get(&format!("{}/metrics", serve.api)).2;
+    }
+    text
 }
 
 const TFTP_DONE: &str = "bootvol_tftp_transfers_total{file_class=\"file\",result=\"refused\"} 1";
@@ -190,7 +265,23 @@ fn expected_samples(tftp_bytes: usize) -> Vec<String> {
         "bootvol_nodes{provision_state=\"available\"} 0".to_owned(),
         "bootvol_boot_listeners_up 1".to_owned(),
         "bootvol_database_readable 1".to_owned(),
+        DHCP_IGNORED.to_owned(),
     ]
+}
+
+const BMC_DONE: &str =
+    "bootvol_bmc_calls_total{driver=\"fake\",call=\"set_power\",result=\"ok\"} 1";
+const DHCP_IGNORED: &str =
+    "bootvol_dhcp_packets_total{message=\"discover\",arch=\"0\",result=\"ignored\"} 1";
+
+/// The ProxyDHCP's BIOS DISCOVER: answered or not sent, once.
+fn dhcp_netboot_counted(text: &str) -> bool {
+    ["answered", "send_failed"].iter().any(|r| {
+        let line = format!(
+            "bootvol_dhcp_packets_total{{message=\"discover\",arch=\"0\",result=\"{r}\"}} 1"
+        );
+        text.lines().any(|l| l == line)
+    })
 }
 
 #[test]
@@ -210,9 +301,21 @@ fn public_routes_need_no_credentials_and_count_what_the_boots_did() {
     assert_eq!(status, 200);
     assert!(kind.starts_with("application/openmetrics-text"), "{kind}");
     let text = scrape_until(&serve, TFTP_DONE);
+    let text = scrape_until_all(&serve, &[TFTP_DONE, DHCP_IGNORED], text);
     for line in expected_samples(tftp_bytes) {
         assert!(text.lines().any(|l| l == line), "{line:?} missing from\n{text}");
     }
+    assert!(dhcp_netboot_counted(&text), "{text}");
+    let text = power_on(&serve);
+    assert!(text.lines().any(|l| l == BMC_DONE), "{text}");
+    assert!(!text.contains("result=\"bmc_error\""), "{text}");
+    // `[metrics] listen` serves the same text, and nothing but the public routes.
+    let (status, _, other) = get(&format!("{}/metrics", serve.metrics));
+    assert_eq!(status, 200);
+    assert!(other.lines().any(|l| l == BMC_DONE), "{other}");
+    assert_eq!(get(&format!("{}/readyz", serve.metrics)).0, 200);
+    assert_eq!(get(&format!("{}/v1/nodes", serve.metrics)).0, 404);
+    assert_eq!(get(&format!("{}/admin/", serve.metrics)).0, 404);
     assert!(text.ends_with("# EOF\n"));
     // No identifying label: no MAC in any form, no address, no node name.
     for needle in ["52:54", "52-54", "525400", "127.0.0.1", "iscsi-chap", "de-ad"] {
@@ -251,9 +354,12 @@ fn a_real_prometheus_scrapes_every_family() {
     }
     let serve = start();
     let tftp_bytes = boot_traffic(&serve);
-    scrape_until(&serve, TFTP_DONE);
+    let text = scrape_until(&serve, TFTP_DONE);
+    scrape_until_all(&serve, &[TFTP_DONE, DHCP_IGNORED], text);
+    power_on(&serve);
     let work = tempfile::tempdir().unwrap();
-    let target = serve.api.trim_start_matches("http://");
+    // Scraped on `[metrics] listen`, as a site that keeps scrapers off the API network would.
+    let target = serve.metrics.trim_start_matches("http://");
     let config = work.path().join("prometheus.yml");
     std::fs::write(
         &config,
@@ -299,6 +405,8 @@ fn a_real_prometheus_scrapes_every_family() {
             "bootvol_nodes",
             "bootvol_boot_listeners_up",
             "bootvol_database_readable",
+            "bootvol_dhcp_packets_total",
+            "bootvol_bmc_calls_total",
         ];
         for family in families {
             assert!(value(family).is_some(), "{family} not in Prometheus: {}", query(family));
@@ -309,7 +417,11 @@ fn a_real_prometheus_scrapes_every_family() {
             (r#"bootvol_http_requests_total{route="/boot.ipxe",status="200"}"#, GENERIC),
             ("bootvol_tftp_bytes_total", tftp_bytes),
             ("sum(bootvol_nodes)", 12),
-            ("bootvol_snapshot_generation", 1),
+            // The power action changed a node: at least one rebuild after the first.
+            ("bootvol_snapshot_generation >= bool 2", 1),
+            (r#"sum(bootvol_dhcp_packets_total{arch="0"})"#, 2),
+            (r#"bootvol_dhcp_packets_total{result="ignored"}"#, 1),
+            (r#"bootvol_bmc_calls_total{driver="fake",call="set_power",result="ok"}"#, 1),
         ];
         for (q, expected) in checks {
             assert_eq!(value(q), Some(expected.to_string()), "{q}");

@@ -43,7 +43,7 @@ impl Server {
                 let tftp = tokio::net::UdpSocket::bind("127.0.0.1:0").await?;
                 let api = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
                 tx.send((http.local_addr()?, tftp.local_addr()?)).unwrap();
-                serve(config, Listeners { http, tftp, api }, token).await
+                serve(config, Listeners { http, tftp, api, metrics: None }, token).await
             })
         });
         let (addr, tftp) = rx.recv_timeout(Duration::from_secs(10)).expect("server bound");

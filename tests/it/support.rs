@@ -206,7 +206,12 @@ pub(crate) fn start_serve_joinable(
             let tftp = tokio::net::UdpSocket::bind("127.0.0.1:0").await?;
             let api = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
             tx.send((api.local_addr()?, http.local_addr()?)).unwrap();
-            bootvol::app::serve(config, bootvol::app::Listeners { http, tftp, api }, token).await
+            bootvol::app::serve(
+                config,
+                bootvol::app::Listeners { http, tftp, api, metrics: None },
+                token,
+            )
+            .await
         })
     });
     let (api, boot) = rx.recv_timeout(std::time::Duration::from_secs(10)).expect("API bound");
