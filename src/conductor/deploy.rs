@@ -473,7 +473,8 @@ fn deploy_state<'a>(record: &'a NodeRecord, key: &str) -> Option<&'a Value> {
 
 /// Fails deployments whose ramdisk never called back.
 pub(super) async fn expire(conductor: &Conductor) -> Result<Vec<String>, ConductorError> {
-    let records = conductor.db.run(|db| db.node_records()).await?;
+    let records =
+        conductor.db.run(|db| db.node_records_in_state(ProvisionState::WaitCallBack)).await?;
     let now = now_unix();
     let timeout = conductor.config.deploy.callback_timeout;
     let mut expired = Vec::new();

@@ -780,7 +780,7 @@ impl Conductor {
     /// Records power states changed out of band (someone pressed the button), for nodes no
     /// action holds. Returns the nodes corrected.
     pub async fn sync_power_states(&self) -> Result<Vec<String>, ConductorError> {
-        let records = self.db.run(|db| db.node_records()).await?;
+        let records = self.db.run(|db| db.node_records_with_bmc()).await?;
         let mut corrected = Vec::new();
         for record in
             records.into_iter().filter(|r| r.node.driver != Driver::Fake && !r.node.maintenance)

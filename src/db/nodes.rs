@@ -6,12 +6,27 @@ use rusqlite::{OptionalExtension, params};
 
 use super::rows::{NODE_COLUMNS, node_from_row};
 use super::{Db, DbError};
-use crate::model::{MacAddr, NodeRecord, Stamped};
+use crate::model::{MacAddr, NodeRecord, ProvisionState, Stamped};
 
 impl Db {
     /// Every node with its children, by name.
     pub fn node_records(&self) -> Result<Vec<NodeRecord>, DbError> {
         self.records_where("1 = 1", params![])
+    }
+
+    /// The nodes in `state`, with their children: what a periodic pass that looks at one state
+    /// reads, rather than every node (10,000 records every few seconds would compete with the
+    /// boot path).
+    pub fn node_records_in_state(
+        &self,
+        state: ProvisionState,
+    ) -> Result<Vec<NodeRecord>, DbError> {
+        self.records_where("provision_state = ?1", params![state.as_str()])
+    }
+
+    /// The nodes power sync asks a BMC about: a driver other than `fake`, not in maintenance.
+    pub fn node_records_with_bmc(&self) -> Result<Vec<NodeRecord>, DbError> {
+        self.records_where("driver <> 'fake' AND maintenance = 0", params![])
     }
 
     /// The node with this UUID or name.
