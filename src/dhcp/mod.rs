@@ -124,6 +124,8 @@ fn interface_address(interface: &str) -> Option<Ipv4Addr> {
 
 /// Receives and answers on one socket, for ever (the caller stops it at shutdown).
 async fn answer(socket: UdpSocket, interface: String, port: Port, shared: Arc<Shared>) {
+    // The port requests arrive on (67 or 4011), for the log.
+    let local = socket.local_addr().map_or(0, |a| a.port());
     let mut buf = vec![0u8; 1500];
     // (when looked up, this interface's address, the arm64 binary exists)
     let mut cached: Option<(Instant, Option<Ipv4Addr>, bool)> = None;
@@ -171,7 +173,7 @@ async fn answer(socket: UdpSocket, interface: String, port: Port, shared: Arc<Sh
         let reply = match proxy::decide(&request, shared.settings, &facts) {
             Decision::Reply(reply) => reply,
             Decision::Ignore(why) => {
-                tracing::debug!(%interface, %from, why, "ProxyDHCP: not answered");
+                tracing::debug!(%interface, port = local, %from, why, "ProxyDHCP: not answered");
                 count(DhcpResult::Ignored);
                 continue;
             }
@@ -198,7 +200,7 @@ async fn answer(socket: UdpSocket, interface: String, port: Port, shared: Arc<Sh
         }
         count(DhcpResult::Answered);
         let node = script.and_then(|s| s.node.as_deref());
-        tracing::info!(%interface, %mac, arch = reply.arch, file = %reply.file, %to, node, kind, "ProxyDHCP answered");
+        tracing::info!(%interface, port = local, %from, %mac, arch = reply.arch, file = %reply.file, %to, node, kind, "ProxyDHCP answered");
         let client = match from.ip() {
             IpAddr::V4(ip) if !ip.is_unspecified() => from.ip(),
             _ => IpAddr::V4(request.ciaddr),

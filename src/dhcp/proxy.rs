@@ -79,6 +79,9 @@ pub struct Reply {
     pub file: String,
 }
 
+/// The BOOTP broadcast bit of `flags` (RFC 1542 §3.1.1).
+const BROADCAST_FLAG: u16 = 0x8000;
+
 /// The client types of option 60.
 const PXE_CLIENT: &[u8] = b"PXEClient";
 const HTTP_CLIENT: &[u8] = b"HTTPClient";
@@ -141,12 +144,23 @@ pub fn decide(request: &Packet, settings: Settings, facts: &Facts) -> Decision {
         options.push((opt::VENDOR_SPECIFIC, vec![6, 1, 8, 255]));
     }
 
-    let to = if request.giaddr != Ipv4Addr::UNSPECIFIED {
+    let relayed = request.giaddr != Ipv4Addr::UNSPECIFIED;
+    let to = if relayed {
         Destination::Relay(request.giaddr)
     } else if facts.port == Port::BootServer {
         Destination::Sender
     } else {
         Destination::Broadcast
+    };
+    // A relay delivers a reply as its broadcast bit says (RFC 1542 §5.4): clear, it unicasts
+    // to `yiaddr`, which a ProxyDHCP reply leaves at 0. Firmware and iPXE leave the bit clear,
+    // and dnsmasq's relay then sent bootvol's offers to 0.0.0.0 (measured, tests/e2e). So a
+    // relayed reply to a client with no address yet asks the relay to broadcast it, as bootvol
+    // does itself on a local link.
+    let flags = if relayed && request.ciaddr == Ipv4Addr::UNSPECIFIED {
+        request.flags | BROADCAST_FLAG
+    } else {
+        request.flags
     };
     let packet = Packet {
         op: BOOTREPLY,
@@ -155,7 +169,7 @@ pub fn decide(request: &Packet, settings: Settings, facts: &Facts) -> Decision {
         hops: 0,
         xid: request.xid,
         secs: 0,
-        flags: request.flags,
+        flags,
         ciaddr: request.ciaddr,
         yiaddr: Ipv4Addr::UNSPECIFIED,
         siaddr: facts.server,
@@ -295,7 +309,11 @@ mod tests {
         assert_eq!(p.op, BOOTREPLY);
         assert_eq!(p.xid, request.xid);
         assert_eq!(p.chaddr, request.chaddr);
-        assert_eq!(p.flags, request.flags);
+        if matches!(r.to, Destination::Relay(_)) && request.ciaddr == Ipv4Addr::UNSPECIFIED {
+            assert_eq!(p.flags, request.flags | 0x8000, "a relay must broadcast it");
+        } else {
+            assert_eq!(p.flags, request.flags);
+        }
         assert_eq!(p.yiaddr, Ipv4Addr::UNSPECIFIED, "a proxy never gives an address");
         assert_eq!(p.siaddr, SERVER);
         assert_eq!(&p.sname[..9], b"10.78.0.1");
@@ -362,9 +380,20 @@ mod tests {
 
     #[test]
     fn other_architectures_are_ignored() {
+        // §B.2's table without a binary here: 6 EFI IA32, 10 EFI ARM32, 15 x86 UEFI HTTP,
+        // 18 ARM32 UEFI HTTP, 20 x86 BIOS HTTP; then others. As firmware (either client type)
+        // and as iPXE, on both ports.
         for arch in [1, 2, 6, 10, 15, 18, 20, 41, 0xffff] {
-            let req = client(msg::DISCOVER, "PXEClient", arch, false);
-            assert!(ignored(&req, BYPASS, &facts(Port::Dhcp)).contains("architecture"));
+            for class in ["PXEClient", "HTTPClient"] {
+                for ipxe in [false, true] {
+                    let req = client(msg::DISCOVER, class, arch, ipxe);
+                    let why = ignored(&req, BYPASS, &facts(Port::Dhcp));
+                    assert!(why.contains("architecture"), "{arch} {class} {ipxe}: {why}");
+                    let req = client(msg::REQUEST, class, arch, ipxe);
+                    let why = ignored(&req, BYPASS, &facts(Port::BootServer));
+                    assert!(why.contains("architecture"), "{arch} {class} {ipxe}: {why}");
+                }
+            }
         }
     }
 
@@ -402,19 +431,46 @@ mod tests {
 
     #[test]
     fn relayed_requests_are_answered_to_the_relay() {
-        let mut req = client(msg::DISCOVER, "PXEClient", 0, false);
-        req.giaddr = Ipv4Addr::new(10, 9, 0, 1);
+        let relay = Ipv4Addr::new(10, 9, 0, 1);
+        let mut req = client(msg::DISCOVER, "PXEClient:Arch:00000:UNDI:002001", 0, true);
+        req.giaddr = relay;
         req.hops = 1;
+        // Firmware and iPXE leave the broadcast bit clear.
+        req.flags = 0;
         for port in [Port::Dhcp, Port::BootServer] {
             let mut req = req.clone();
             req.options[0].1 = vec![msg::REQUEST];
             let r = reply(&req, BYPASS, &facts(port));
-            assert_eq!(r.to, Destination::Relay(Ipv4Addr::new(10, 9, 0, 1)));
+            assert_eq!(r.to, Destination::Relay(relay));
             assert_eq!(r.packet.giaddr, req.giaddr);
+            common(&r, &req, msg::ACK, b"PXEClient");
         }
         let r = reply(&req, BYPASS, &facts(Port::Dhcp));
-        assert_eq!(r.to, Destination::Relay(Ipv4Addr::new(10, 9, 0, 1)));
-        common(&r, &req, msg::OFFER, b"PXEClient");
+        assert_eq!(r.to, Destination::Relay(relay));
+        assert_eq!(r.file, "http://10.78.0.1:8080/boot.ipxe");
+        let p = common(&r, &req, msg::OFFER, b"PXEClient");
+        // yiaddr is 0, so the relay can only deliver it by broadcast: the bit asks for that.
+        assert_eq!(p.flags, 0x8000);
+        assert_eq!(p.hops, 0);
+        // A client that has an address gets it unicast by the relay: the bit stays as sent.
+        let mut bound = req.clone();
+        bound.options[0].1 = vec![msg::REQUEST];
+        bound.ciaddr = Ipv4Addr::new(10, 9, 0, 50);
+        let r = reply(&bound, BYPASS, &facts(Port::BootServer));
+        assert_eq!(r.to, Destination::Relay(relay));
+        assert_eq!(r.packet.flags, 0);
+        assert_eq!(r.packet.ciaddr, bound.ciaddr);
+        // Never an address, relayed or not, for every architecture answered.
+        for arch in [0, 7, 9, 11, 16, 19] {
+            let class = if matches!(arch, 16 | 19) { "HTTPClient" } else { "PXEClient" };
+            let mut req = client(msg::DISCOVER, class, arch, false);
+            req.giaddr = relay;
+            req.flags = 0;
+            let r = reply(&req, BYPASS, &facts(Port::Dhcp));
+            assert_eq!(r.to, Destination::Relay(relay), "arch {arch}");
+            let p = common(&r, &req, msg::OFFER, class.as_bytes());
+            assert_eq!(p.flags, 0x8000, "arch {arch}");
+        }
     }
 
     #[test]

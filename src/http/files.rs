@@ -49,6 +49,7 @@ async fn serve_under(
     path: String,
     request: Request<Body>,
 ) -> Response {
+    let method = request.method().clone();
     let resolved = match tokio::task::spawn_blocking({
         let root = root.clone();
         let path = path.clone();
@@ -62,11 +63,11 @@ async fn serve_under(
     let file = match resolved {
         Ok(file) => file,
         Err(FileError::NotFound) => {
-            tracing::info!(%client, path, status = 404, "file");
+            tracing::info!(%client, %method, path, status = 404, "file");
             return (StatusCode::NOT_FOUND, "not found\n").into_response();
         }
         Err(FileError::Denied(why)) => {
-            tracing::warn!(%client, path, status = 403, why, "file refused");
+            tracing::warn!(%client, %method, path, status = 403, why, "file refused");
             return (StatusCode::FORBIDDEN, "forbidden\n").into_response();
         }
     };
@@ -77,11 +78,11 @@ async fn serve_under(
         .map(str::to_owned);
     match ServeFile::new(file).oneshot(request).await {
         Ok(response) => {
-            tracing::info!(%client, path, status = response.status().as_u16(), range, "file");
+            tracing::info!(%client, %method, path, status = response.status().as_u16(), range, "file");
             response.into_response()
         }
         Err(e) => {
-            tracing::warn!(%client, path, error = %e, "file");
+            tracing::warn!(%client, %method, path, error = %e, "file");
             StatusCode::INTERNAL_SERVER_ERROR.into_response()
         }
     }

@@ -239,6 +239,23 @@ script_secrets = "{script_secrets}"
         tail(&self.log, 4000)
     }
 
+    /// The whole log so far.
+    pub(crate) fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Kills the server at once (SIGKILL), as a crash or a power cut would.
+    pub(crate) fn kill(&mut self) {
+        if let Some(mut daemon) = self.daemon.take() {
+            daemon.assert_running();
+            daemon.signal(Signal::SIGKILL);
+            assert!(
+                daemon.wait_timeout(Duration::from_secs(5)).is_some(),
+                "bootvol serve outlived SIGKILL"
+            );
+        }
+    }
+
     /// Stops the server with SIGTERM and asserts it exits 0 promptly.
     pub(crate) fn stop(&mut self) {
         if let Some(mut daemon) = self.daemon.take() {

@@ -5,6 +5,7 @@ pub(crate) mod bootvol;
 pub(crate) mod net;
 pub(crate) mod process;
 pub(crate) mod qemu;
+pub(crate) mod responder;
 pub(crate) mod tgtd;
 
 use std::ffi::OsString;

@@ -21,6 +21,9 @@ pub(crate) enum Firmware {
     Uefi,
     /// OVMF with no option ROM on the NIC: EDK2's own PXE client boots.
     UefiNoRom,
+    /// OVMF with no option ROM on the NIC and its IPv4 PXE turned off (fw_cfg), so that the
+    /// NIC's only boot option left is UEFI HTTP Boot over IPv4.
+    UefiHttp,
 }
 
 #[derive(Debug, Clone)]
@@ -121,6 +124,12 @@ impl Vm {
                 "name=opt/org.tianocore/IPv6Support,string=no".into(),
             ]);
         }
+        if self.firmware == Firmware::UefiHttp {
+            args.extend([
+                "-fw_cfg".into(),
+                "name=opt/org.tianocore/IPv4PXESupport,string=no".into(),
+            ]);
+        }
         let netdev = match &self.network {
             Network::User { bootfile } => format!("user,id=n0,bootfile={bootfile}"),
             Network::Tap { ifname, .. } => {
@@ -129,7 +138,7 @@ impl Vm {
         };
         args.extend(["-netdev".into(), netdev]);
         let mut nic = format!("virtio-net-pci,netdev=n0,mac={},bootindex=1", self.mac);
-        if self.firmware == Firmware::UefiNoRom {
+        if matches!(self.firmware, Firmware::UefiNoRom | Firmware::UefiHttp) {
             nic.push_str(",romfile=");
         }
         args.extend(["-device".into(), nic]);
