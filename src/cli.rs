@@ -253,7 +253,7 @@ fn render(config: &Config, mac: &str, out: &mut dyn Write) -> Result<()> {
 }
 
 fn serve(config: Config, origin: &str) -> Result<()> {
-    init_logging("info");
+    let _log = init_logging("info");
     let limit = raise_descriptor_limit();
     config.check_descriptors(limit, origin)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
@@ -280,17 +280,11 @@ fn raise_descriptor_limit() -> u64 {
     }
 }
 
-/// Logs to standard error; `RUST_LOG` filters, else `default_filter`: `info` for `serve`, `warn`
-/// for the commands whose own output is their answer.
-fn init_logging(default_filter: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter));
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(ansi)
-        .with_writer(std::io::stderr)
-        .try_init();
+/// Logs to standard error (`crate::logging`); `RUST_LOG` filters, else `default_filter`: `info`
+/// for `serve`, `warn` for the commands whose own output is their answer. The guard writes what
+/// is queued when dropped: keep it for the command's life.
+fn init_logging(default_filter: &str) -> Option<tracing_appender::non_blocking::WorkerGuard> {
+    crate::logging::init(default_filter)
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime> {
@@ -329,7 +323,7 @@ async fn storage(
 
 fn volumes(config: Config, action: VolumesAction, out: &mut dyn Write) -> Result<()> {
     use crate::conductor::{Action, Conductor, ConductorError};
-    init_logging("warn");
+    let _log = init_logging("warn");
     runtime()?.block_on(async {
         let (_, db) = storage(config.clone()).await?;
         let conductor = Conductor::new(std::sync::Arc::new(config), db)?;
@@ -350,7 +344,7 @@ fn volumes(config: Config, action: VolumesAction, out: &mut dyn Write) -> Result
 }
 
 fn sync(config: Config, out: &mut dyn Write) -> Result<()> {
-    init_logging("warn");
+    let _log = init_logging("warn");
     runtime()?.block_on(async {
         let (interfaces, _) = storage(config).await?;
         let Some(cinder) = interfaces.cinder() else {
@@ -378,7 +372,7 @@ fn sync(config: Config, out: &mut dyn Write) -> Result<()> {
 fn node_command(config: Config, action: NodeAction, out: &mut dyn Write) -> Result<()> {
     use crate::conductor::{Action, Conductor, Verb};
     use crate::power::{BootDevice, PowerAction};
-    init_logging("warn");
+    let _log = init_logging("warn");
     let deploy_wait = std::time::Duration::from_secs(config.deploy.callback_timeout);
     runtime()?.block_on(async {
         let db = crate::db::SharedDb::new(open_db(&config)?);

@@ -51,6 +51,7 @@ pub mod files;
 pub mod http;
 pub mod inventory;
 pub mod limiter;
+pub mod logging;
 pub mod metrics;
 pub mod model;
 pub mod neighbour;
