@@ -11,6 +11,11 @@
 //! snapshot watcher. On SIGTERM the listeners drain, then the conductor's actions in flight and
 //! the services are waited for (`TaskTracker`), all within [`DRAIN_TIMEOUT`]; an action the
 //! deadline cuts short is ended at the next start, as after a crash.
+//!
+//! Under systemd (`Type=notify`): `READY=1` once the listeners are bound and the first snapshot
+//! is built (what `/readyz` calls ready), `STOPPING=1` when draining starts, and with
+//! `WatchdogSec=` a `WATCHDOG=1` only while the TFTP loop, both HTTP accept loops, each
+//! ProxyDHCP socket's loop and the snapshot watcher answer their liveness ticks (`liveness`).
 
 use std::sync::Arc;
 use std::sync::mpsc;
@@ -29,6 +34,7 @@ use crate::config::{Config, ScriptSecrets};
 use crate::db::Db;
 use crate::files::FileRoot;
 use crate::http::{BootState, router};
+use crate::liveness::{Heart, Liveness, ServiceManager};
 use crate::metrics::Metrics;
 use crate::script_access::ScriptAccess;
 use crate::services;
@@ -85,9 +91,17 @@ pub async fn serve(
 ) -> Result<()> {
     let started = Instant::now();
     let services = TaskTracker::new();
+    let liveness = Arc::new(Liveness::new());
+    let notifier = ServiceManager::default();
     // Its own connection: a scrape never waits behind the conductor's.
     let metrics = Metrics::new(Some(crate::db::SharedDb::new(Db::open(&config.database.path)?)));
-    let snapshot = start_snapshot(&config, shutdown.clone(), &services, &metrics)?;
+    let snapshot = start_snapshot(
+        &config,
+        shutdown.clone(),
+        &services,
+        &metrics,
+        liveness.register("snapshot watcher"),
+    )?;
     let files = served_root(&config.http.files_root, "http.files_root");
     let tftp_root = served_root(&config.tftp.root, "tftp.root");
     let conductor = {
@@ -129,18 +143,19 @@ pub async fn serve(
     let signals =
         tokio::spawn(handle_signals(install_signals(), snapshot.clone(), shutdown.clone()));
     start_services(&config, &conductor, &services, &shutdown);
-    crate::dhcp::start(&config, &snapshot.current, &recent, &services, &shutdown)?;
+    crate::dhcp::start(&config, &snapshot.current, &recent, &services, &shutdown, &liveness)?;
     let tftp_handler = Arc::new(
         TftpBootFiles::new(Arc::clone(&snapshot.current), tftp_root, access)
             .with_recent(recent)
             .with_metrics(Arc::clone(&metrics)),
     );
-    let tftp = tokio::spawn(bootvol_tftp::serve(
+    let tftp = tokio::spawn(bootvol_tftp::serve_with_heartbeat(
         listeners.tftp,
         tftp_handler,
         tftp_config(&config),
         shutdown.clone(),
         DRAIN_TIMEOUT,
+        liveness.register("tftp"),
     ));
     let api = tokio::spawn(crate::http::listener::serve(
         "api",
@@ -148,16 +163,31 @@ pub async fn serve(
         crate::api::router(api_state.clone()).merge(crate::admin::router(api_state)),
         config.api.connection_limits(),
         shutdown.clone(),
+        liveness.register("api http"),
     ));
-    // Both boot listeners hold bound sockets and start answering now.
-    metrics.set_boot_listeners_up(true);
     let http = crate::http::listener::serve(
         "boot",
         listeners.http,
         router(state),
         config.http.connection_limits(),
         shutdown.clone(),
+        liveness.register("boot http"),
     );
+    // Both boot listeners hold bound sockets and start answering now; the first snapshot is
+    // built: ready, for `/readyz` and for systemd alike.
+    metrics.set_boot_listeners_up(true);
+    notifier.ready(&format!(
+        "serving {} nodes; boot HTTP {http_addr}, TFTP {tftp_addr}, API {api_addr}",
+        snapshot.current.load().node_count()
+    ));
+    if let Some(interval) = crate::liveness::watchdog_interval() {
+        tokio::spawn(crate::liveness::watchdog(
+            Arc::clone(&liveness),
+            notifier.clone(),
+            interval,
+            shutdown.clone(),
+        ));
+    }
     let http_result = tokio::select! {
         result = http => result.context("boot HTTP listener"),
         () = async { shutdown.cancelled().await; tokio::time::sleep(DRAIN_TIMEOUT).await } => {
@@ -167,6 +197,7 @@ pub async fn serve(
     };
     // Whichever listener ends first (an error, or shutdown) ends the other.
     metrics.set_boot_listeners_up(false);
+    notifier.stopping();
     shutdown.cancel();
     let deadline = tokio::time::Instant::now() + DRAIN_TIMEOUT;
     let tftp_result = match tftp.await {
@@ -331,12 +362,13 @@ fn tftp_config(config: &Config) -> bootvol_tftp::TftpConfig {
 
 /// Builds the first snapshot (synchronously: nothing is served before it exists) and starts
 /// the watcher that rebuilds it, a blocking task of `tracker` (it only ever waits on SQLite and
-/// its channel) that ends at `shutdown`.
+/// its channel) that ends at `shutdown`, answering `heart` each time it wakes.
 pub fn start_snapshot(
     config: &Config,
     shutdown: CancellationToken,
     tracker: &TaskTracker,
     metrics: &Arc<Metrics>,
+    heart: Heart,
 ) -> Result<SnapshotHandle> {
     let db = Db::open(&config.database.path)
         .with_context(|| format!("opening {}", config.database.path.display()))?;
@@ -352,6 +384,7 @@ pub fn start_snapshot(
         requests,
         shutdown,
         metrics: Arc::clone(metrics),
+        heart,
     };
     tracker.spawn_blocking(move || watcher.run());
     Ok(SnapshotHandle { current, reload })
@@ -389,18 +422,28 @@ struct Watcher {
     requests: mpsc::Receiver<()>,
     shutdown: CancellationToken,
     metrics: Arc<Metrics>,
+    heart: Heart,
 }
+
+/// The longest the watcher sleeps before it answers its liveness tick, whatever
+/// `[database] watch_interval_ms` says.
+const WATCHER_WAKE: Duration = Duration::from_secs(1);
 
 impl Watcher {
     fn run(mut self) {
         let interval = Duration::from_millis(self.config.database.watch_interval_ms);
         let mut seen = self.db.data_version().ok();
+        let mut next_check = Instant::now() + interval;
         while !self.shutdown.is_cancelled() {
-            let requested = match self.requests.recv_timeout(interval) {
+            self.heart.answer();
+            let wait = next_check.saturating_duration_since(Instant::now()).min(WATCHER_WAKE);
+            let requested = match self.requests.recv_timeout(wait) {
                 Ok(()) => true,
+                Err(mpsc::RecvTimeoutError::Timeout) if Instant::now() < next_check => continue,
                 Err(mpsc::RecvTimeoutError::Timeout) => false,
                 Err(mpsc::RecvTimeoutError::Disconnected) => return,
             };
+            next_check = Instant::now() + interval;
             let version = self.db.data_version().ok();
             if !requested && version == seen {
                 continue;

@@ -35,7 +35,8 @@
 //!   [`admin`] (the local admin web page); [`cli`] (the `bootvol` commands, wiring the above
 //!   together); [`app`] (`bootvol serve`: the listeners, the snapshot watcher and background
 //!   work, until shutdown); [`services`] (background work as named services, drained at
-//!   shutdown).
+//!   shutdown); [`liveness`] (whether `serve`'s loops answer, and `sd_notify`: readiness, the
+//!   watchdog).
 
 pub mod admin;
 pub mod api;
@@ -51,6 +52,7 @@ pub mod files;
 pub mod http;
 pub mod inventory;
 pub mod limiter;
+pub mod liveness;
 pub mod metrics;
 pub mod model;
 pub mod neighbour;

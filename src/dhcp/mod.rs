@@ -56,6 +56,7 @@ pub fn start(
     recent: &Arc<RecentBoots>,
     tracker: &TaskTracker,
     shutdown: &CancellationToken,
+    liveness: &crate::liveness::Liveness,
 ) -> Result<()> {
     let dhcp = &config.dhcp;
     if dhcp.mode == DhcpMode::Off {
@@ -84,10 +85,11 @@ pub fn start(
     for (interface, port, socket) in sockets {
         tracing::info!(%interface, port = socket.local_addr()?.port(), "ProxyDHCP listening");
         let (shared, shutdown) = (Arc::clone(&shared), shutdown.clone());
+        let heart = liveness.register(format!("dhcp {interface}:{}", socket.local_addr()?.port()));
         tracker.spawn(async move {
             tokio::select! {
                 () = shutdown.cancelled() => {}
-                () = answer(socket, interface, port, shared) => {}
+                () = answer(socket, interface, port, shared, heart) => {}
             }
         });
     }
@@ -118,13 +120,24 @@ fn interface_address(interface: &str) -> Option<Ipv4Addr> {
     })
 }
 
-/// Receives and answers on one socket, for ever (the caller stops it at shutdown).
-async fn answer(socket: UdpSocket, interface: String, port: Port, shared: Arc<Shared>) {
+/// Receives and answers on one socket, for ever (the caller stops it at shutdown), answering
+/// `heart`'s ticks between two datagrams.
+async fn answer(
+    socket: UdpSocket,
+    interface: String,
+    port: Port,
+    shared: Arc<Shared>,
+    mut heart: crate::liveness::Heart,
+) {
     let mut buf = vec![0u8; 1500];
     // (when looked up, this interface's address, the arm64 binary exists)
     let mut cached: Option<(Instant, Option<Ipv4Addr>, bool)> = None;
     loop {
-        let (len, from) = match socket.recv_from(&mut buf).await {
+        let received = tokio::select! {
+            () = heart.beat() => continue,
+            received = socket.recv_from(&mut buf) => received,
+        };
+        let (len, from) = match received {
             Ok(r) => r,
             Err(e) => {
                 tracing::warn!(%interface, error = %e, "ProxyDHCP receive failed");

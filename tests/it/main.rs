@@ -18,6 +18,7 @@ mod neighbour;
 mod power;
 mod race;
 mod scenarios;
+mod sdnotify;
 mod serve;
 mod support;
 mod tftp;
