@@ -2,8 +2,10 @@
 //! the test binds the Unix datagram socket systemd would and passes it as `NOTIFY_SOCKET`,
 //! with `WATCHDOG_USEC` set. `READY=1` must come once the listeners answer, `WATCHDOG=1` must
 //! keep coming while the process is idle (every loop answers its liveness tick: the TFTP loop,
-//! both HTTP accept loops, the snapshot watcher), and SIGTERM must bring `STOPPING=1`. That a
-//! wedged loop stops the pings is proven at unit level (`liveness`'s tests).
+//! both HTTP accept loops, the snapshot watcher), `bootvol reload PID` (the unit's
+//! `ExecReload=`) must reload it, and SIGTERM must bring `STOPPING=1`. That a wedged loop stops
+//! the pings is proven at unit level (`liveness`'s tests). And the unit files themselves,
+//! through `systemd/check.sh`.
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -121,6 +123,18 @@ auth_strategy = "noauth"
     let pings = idle.iter().filter(|m| m.lines().any(|l| l == "WATCHDOG=1")).count();
     assert!((4..=8).contains(&pings), "{pings} pings in 3 s: {idle:?}");
 
+    // The unit's ExecReload=: SIGHUP without a `kill` binary.
+    let reload = Command::new(env!("CARGO_BIN_EXE_bootvol"))
+        .args(["reload", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(reload.success());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !log.lock().unwrap().iter().any(|l| l.contains("SIGHUP: reloading")) {
+        assert!(Instant::now() < deadline, "no reload: {:?}", log.lock().unwrap());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),
         nix::sys::signal::Signal::SIGTERM,
@@ -133,4 +147,29 @@ auth_strategy = "noauth"
     );
     let status = child.wait().unwrap();
     assert!(status.success(), "{status:?}: {:?}", log.lock().unwrap());
+}
+
+/// `systemd/check.sh` with this build as `/usr/bin/bootvol`: `systemd-analyze verify` of the
+/// unit against a staged tree, sysusers.d and tmpfiles.d applied to it, the sysctl.d keys, and
+/// `systemd-analyze security --offline=true` at most 1.5. Skipped without systemd-analyze unless
+/// `BOOTVOL_REQUIRE_SYSTEMD=1`.
+#[test]
+#[allow(clippy::disallowed_methods)] // tests run the real script
+fn the_unit_verifies_and_its_exposure_is_at_most_1_5() {
+    let required = std::env::var("BOOTVOL_REQUIRE_SYSTEMD").is_ok_and(|v| v == "1");
+    let present = Command::new("systemd-analyze")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !present {
+        assert!(!required, "BOOTVOL_REQUIRE_SYSTEMD=1 but systemd-analyze is missing");
+        eprintln!("skipped: systemd-analyze is not installed (apt-get install systemd)");
+        return;
+    }
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/systemd/check.sh");
+    let output = Command::new(script).arg(env!("CARGO_BIN_EXE_bootvol")).output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
+    assert!(stdout.contains("Overall exposure level for bootvol.service"), "{stdout}");
 }
