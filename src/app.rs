@@ -85,11 +85,16 @@ impl SnapshotHandle {
 
 /// Runs the appliance until `shutdown` is cancelled, then drains.
 pub async fn serve(
-    config: Config,
+    mut config: Config,
     listeners: Listeners,
     shutdown: CancellationToken,
 ) -> Result<()> {
     let started = Instant::now();
+    // With `auto`, what is served starts from the address now; `as_written` keeps `auto` for
+    // the watch that follows it.
+    let as_written = config.clone();
+    let public_url = crate::public_url::initial(&config);
+    config.http.public_url = public_url.get().to_string();
     let services = TaskTracker::new();
     let liveness = Arc::new(Liveness::new());
     let notifier = ServiceManager::default();
@@ -101,6 +106,7 @@ pub async fn serve(
         &services,
         &metrics,
         liveness.register("snapshot watcher"),
+        &public_url,
     )?;
     let files = served_root(&config.http.files_root, "http.files_root");
     let tftp_root = served_root(&config.tftp.root, "tftp.root");
@@ -109,6 +115,7 @@ pub async fn serve(
         let reload = snapshot.clone();
         Conductor::new(Arc::new(config.clone()), db)?
             .with_on_change(Arc::new(move || reload.reload()))
+            .with_public_url(public_url.clone())
     };
     let recent = Arc::new(crate::recent::RecentBoots::default());
     let access = ScriptAccess::new(config.boot.script_secrets, Some(conductor.db().clone()));
@@ -143,7 +150,23 @@ pub async fn serve(
     let signals =
         tokio::spawn(handle_signals(install_signals(), snapshot.clone(), shutdown.clone()));
     start_services(&config, &conductor, &services, &shutdown);
-    crate::dhcp::start(&config, &snapshot.current, &recent, &services, &shutdown, &liveness)?;
+    crate::dhcp::start(
+        &config,
+        &snapshot.current,
+        &recent,
+        &services,
+        &shutdown,
+        &liveness,
+        &public_url,
+    )?;
+    let reload = snapshot.clone();
+    crate::public_url::spawn_watch(
+        &as_written,
+        &public_url,
+        &services,
+        &shutdown,
+        Arc::new(move || reload.reload()),
+    );
     let tftp_handler = Arc::new(
         TftpBootFiles::new(Arc::clone(&snapshot.current), tftp_root, access)
             .with_recent(recent)
@@ -369,11 +392,12 @@ pub fn start_snapshot(
     tracker: &TaskTracker,
     metrics: &Arc<Metrics>,
     heart: Heart,
+    public_url: &crate::public_url::PublicUrl,
 ) -> Result<SnapshotHandle> {
     let db = Db::open(&config.database.path)
         .with_context(|| format!("opening {}", config.database.path.display()))?;
     let templates = Templates::new(config.boot.templates_dir.as_deref())?;
-    let first = build_snapshot(&db, &templates, config, metrics)?;
+    let first = build_snapshot(&db, &templates, config, metrics, &public_url.get())?;
     let current = Arc::new(ArcSwap::from_pointee(first));
     let (reload, requests) = mpsc::channel();
     let watcher = Watcher {
@@ -385,6 +409,7 @@ pub fn start_snapshot(
         shutdown,
         metrics: Arc::clone(metrics),
         heart,
+        public_url: public_url.clone(),
     };
     tracker.spawn_blocking(move || watcher.run());
     Ok(SnapshotHandle { current, reload })
@@ -395,13 +420,16 @@ fn build_snapshot(
     templates: &Templates,
     config: &Config,
     metrics: &Metrics,
+    public_url: &str,
 ) -> Result<BootSnapshot> {
     let started = Instant::now();
     let records = db.node_records()?;
+    let settings =
+        crate::boot::BootSettings { public_url: public_url.to_owned(), ..config.boot_settings() };
     let snapshot = BootSnapshot::build(
         &records,
         templates,
-        &config.boot_settings(),
+        &settings,
         config.default.default_storage_interface,
     )?;
     tracing::info!(
@@ -423,6 +451,7 @@ struct Watcher {
     shutdown: CancellationToken,
     metrics: Arc<Metrics>,
     heart: Heart,
+    public_url: crate::public_url::PublicUrl,
 }
 
 /// The longest the watcher sleeps before it answers its liveness tick, whatever
@@ -457,7 +486,8 @@ impl Watcher {
                     }
                 }
             }
-            match build_snapshot(&self.db, &self.templates, &self.config, &self.metrics) {
+            let url = self.public_url.get();
+            match build_snapshot(&self.db, &self.templates, &self.config, &self.metrics, &url) {
                 Ok(snapshot) => {
                     self.current.store(Arc::new(snapshot));
                     seen = version;

@@ -162,7 +162,13 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<()> {
         Command::Demo { print, http, tftp, api } => demo(print, [http, tftp, api], out),
         Command::Reload { pid } => reload(pid),
         command => {
-            let (config, origin) = load_config(cli.config.as_deref())?;
+            let (mut config, origin) = load_config(cli.config.as_deref())?;
+            if !matches!(command, Command::CheckConfig | Command::Serve)
+                && config.http.public_url == crate::public_url::AUTO
+            {
+                // A command prints or starts what `serve` would serve now.
+                config.http.public_url = crate::public_url::initial(&config).get().to_string();
+            }
             match command {
                 Command::CheckConfig => check_config(&config, &origin, out),
                 Command::Apply { file, prune } => apply(&config, &file, prune, out),
@@ -208,6 +214,7 @@ fn check_config(config: &Config, origin: &str, out: &mut dyn Write) -> Result<()
     let (_, hard) = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)?;
     config.check_descriptors(hard, origin)?;
     writeln!(out, "{origin}: OK")?;
+    writeln!(out, "{}", crate::public_url::explain(config))?;
     writeln!(out, "{config:#?}")?;
     Ok(())
 }

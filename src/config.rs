@@ -169,7 +169,8 @@ impl Default for DatabaseSection {
 pub struct HttpSection {
     /// The boot listener nodes talk to.
     pub listen: SocketAddr,
-    /// How nodes reach that listener; used in chain, kernel and initrd URLs.
+    /// How nodes reach that listener; used in chain, kernel and initrd URLs. `"auto"`: from
+    /// this box's address (`crate::public_url`), followed while `serve` runs.
     pub public_url: String,
     /// Kernels, ramdisks and images served under `/files/`.
     pub files_root: PathBuf,
@@ -651,7 +652,15 @@ impl Config {
                 ),
             ));
         }
-        crate::model::check_http_url(&self.http.public_url).map_err(|m| ("http.public_url", m))?;
+        if self.http.public_url != crate::public_url::AUTO {
+            crate::model::check_http_url(&self.http.public_url)
+                .map_err(|m| ("http.public_url", m))?;
+            crate::model::check_script_value(&self.http.public_url)
+                .map_err(|m| ("http.public_url", m))?;
+            if self.http.public_url.ends_with('/') {
+                return Err(("http.public_url", "leave out the trailing '/'".into()));
+            }
+        }
         if !self.api.public_endpoint.is_empty() {
             crate::model::check_http_url(&self.api.public_endpoint)
                 .map_err(|m| ("api.public_endpoint", m))?;
@@ -663,11 +672,6 @@ impl Config {
             {
                 return Err(("api.public_endpoint", "must be a plain URL".into()));
             }
-        }
-        crate::model::check_script_value(&self.http.public_url)
-            .map_err(|m| ("http.public_url", m))?;
-        if self.http.public_url.ends_with('/') {
-            return Err(("http.public_url", "leave out the trailing '/'".into()));
         }
         for (key, path) in [
             ("database.path", &self.database.path),

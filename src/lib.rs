@@ -36,7 +36,8 @@
 //!   together); [`app`] (`bootvol serve`: the listeners, the snapshot watcher and background
 //!   work, until shutdown); [`services`] (background work as named services, drained at
 //!   shutdown); [`liveness`] (whether `serve`'s loops answer, and `sd_notify`: readiness, the
-//!   watchdog).
+//!   watchdog); [`public_url`] (`[http] public_url = "auto"`: the boot URL from this
+//!   box's address, followed as it changes).
 
 pub mod admin;
 pub mod api;
@@ -58,6 +59,7 @@ pub mod model;
 pub mod neighbour;
 pub mod nodes;
 pub mod power;
+pub mod public_url;
 pub mod recent;
 pub mod script_access;
 pub mod secrets;

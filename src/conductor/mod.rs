@@ -101,6 +101,8 @@ pub struct Conductor {
     power: PowerSettings,
     on_change: Option<Arc<dyn Fn() + Send + Sync>>,
     tasks: TaskTracker,
+    /// The boot URL in force (`[http] public_url`, followed when it is `"auto"`).
+    public_url: crate::public_url::PublicUrl,
 }
 
 impl std::fmt::Debug for Conductor {
@@ -119,7 +121,16 @@ impl Conductor {
             timeout: Duration::from_secs(config.conductor.power_timeout),
             state_wait: Duration::from_secs(config.conductor.power_state_wait),
         };
-        Ok(Conductor { config, db, storage, power, on_change: None, tasks: TaskTracker::new() })
+        let public_url = crate::public_url::PublicUrl::new(config.http.public_url.clone());
+        Ok(Conductor {
+            config,
+            db,
+            storage,
+            power,
+            on_change: None,
+            tasks: TaskTracker::new(),
+            public_url,
+        })
     }
 
     /// Called after each in-process write that changes what a node boots (`serve` rebuilds
@@ -127,6 +138,17 @@ impl Conductor {
     pub fn with_on_change(mut self, on_change: Arc<dyn Fn() + Send + Sync>) -> Conductor {
         self.on_change = Some(on_change);
         self
+    }
+
+    /// Follows `url` for the URLs it hands out (`serve` with `public_url = "auto"`).
+    pub fn with_public_url(mut self, url: crate::public_url::PublicUrl) -> Conductor {
+        self.public_url = url;
+        self
+    }
+
+    /// The boot URL in force.
+    pub fn public_url(&self) -> Arc<String> {
+        self.public_url.get()
     }
 
     /// The storage interface of nodes that record none.

@@ -40,7 +40,7 @@ const FACTS_TTL: Duration = Duration::from_secs(5);
 /// What every socket shares.
 struct Shared {
     settings: Settings,
-    http_base: String,
+    http_base: crate::public_url::PublicUrl,
     tftp_root: PathBuf,
     snapshot: Arc<ArcSwap<BootSnapshot>>,
     recent: Arc<RecentBoots>,
@@ -57,6 +57,7 @@ pub fn start(
     tracker: &TaskTracker,
     shutdown: &CancellationToken,
     liveness: &crate::liveness::Liveness,
+    public_url: &crate::public_url::PublicUrl,
 ) -> Result<()> {
     let dhcp = &config.dhcp;
     if dhcp.mode == DhcpMode::Off {
@@ -67,7 +68,7 @@ pub fn start(
             efi_discovery_bypass: dhcp.efi_discovery_bypass,
             known_only: dhcp.answer == DhcpAnswer::Known,
         },
-        http_base: config.http.public_url.clone(),
+        http_base: public_url.clone(),
         tftp_root: config.tftp.root.clone(),
         snapshot: Arc::clone(snapshot),
         recent: Arc::clone(recent),
@@ -165,13 +166,9 @@ async fn answer(
         let Some((_, Some(server), has_arm64)) = cached else { continue };
         let snapshot = shared.snapshot.load();
         let script = request.mac().and_then(|m| snapshot.script(MacAddr(m)));
-        let facts = Facts {
-            server,
-            http_base: &shared.http_base,
-            has_arm64,
-            known: script.is_some(),
-            port,
-        };
+        let http_base = shared.http_base.get();
+        let facts =
+            Facts { server, http_base: &http_base, has_arm64, known: script.is_some(), port };
         let reply = match proxy::decide(&request, shared.settings, &facts) {
             Decision::Reply(reply) => reply,
             Decision::Ignore(why) => {

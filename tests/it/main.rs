@@ -16,6 +16,7 @@ mod listener;
 mod metrics;
 mod neighbour;
 mod power;
+mod public_url;
 mod race;
 mod scenarios;
 mod sdnotify;
