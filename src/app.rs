@@ -136,6 +136,11 @@ pub async fn serve(
     let http_addr = listeners.http.local_addr()?;
     let tftp_addr = listeners.tftp.local_addr()?;
     let api_addr = listeners.api.local_addr()?;
+    if let Err(e) = crate::api::htpasswd::ensure_first_password(&config) {
+        // As with an unreadable file: the API refuses every request until the file is usable.
+        tracing::error!(file = %config.api.http_basic_auth_user_file.display(), error = %e,
+            "no admin password is set and none could be written");
+    }
     let api_state = crate::api::ApiState::new(
         Arc::new(config.clone()),
         conductor.clone(),

@@ -283,6 +283,10 @@ pub struct ApiSection {
     pub auth_strategy: ApiAuthStrategy,
     /// Ironic's option: the htpasswd file of `http_basic` (bcrypt entries only), read at start.
     pub http_basic_auth_user_file: PathBuf,
+    /// Where `serve` shows the one-time admin password it generates when `http_basic` has no
+    /// user yet (never the log): the console, and the file the login prompt shows
+    /// (`/etc/issue.d/bootvol.issue` links to it). Files that cannot be opened are skipped.
+    pub first_password_files: Vec<PathBuf>,
     /// Ironic's option: the URL clients reach the API at (`https://bootvol.example:6385`, for a
     /// proxy or a wildcard listener), the base of every link in an answer. Empty: the
     /// listener's bound address. The request's `Host` header is never used.
@@ -300,6 +304,10 @@ impl Default for ApiSection {
             listen: SocketAddr::from(([127, 0, 0, 1], 6385)),
             auth_strategy: ApiAuthStrategy::HttpBasic,
             http_basic_auth_user_file: PathBuf::from("/etc/bootvol/htpasswd"),
+            first_password_files: vec![
+                PathBuf::from("/dev/console"),
+                PathBuf::from("/run/bootvol/first-password.issue"),
+            ],
             public_endpoint: String::new(),
             header_timeout: DEFAULT_LIMITS.0,
             idle_timeout: DEFAULT_LIMITS.1,
@@ -682,6 +690,12 @@ impl Config {
             if !path.is_absolute() {
                 return Err((key, format!("{} is not an absolute path", path.display())));
             }
+        }
+        if let Some(path) = self.api.first_password_files.iter().find(|p| !p.is_absolute()) {
+            return Err((
+                "api.first_password_files",
+                format!("{} is not an absolute path", path.display()),
+            ));
         }
         if self.cinder.url_timeout == 0 || self.cinder.url_timeout > 600 {
             return Err((

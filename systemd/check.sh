@@ -6,7 +6,7 @@
 #     executable at the path it names. STAGED is a throwaway tree holding the bootvol binary as
 #     /usr/bin/bootvol, this host's systemd units, and our unit in /etc/systemd/system.
 #  2. sysusers.d and tmpfiles.d applied to that tree (`--root=`): they parse, the user exists,
-#     the directories get their owner and modes.
+#     the directories get their owner and modes, the issue.d link is made.
 #  3. Every key of sysctl.d names a kernel setting that exists here.
 #  4. `systemd-analyze security --offline=true`: the exposure score is at most MAX_EXPOSURE.
 #  5. `bootvol reload --help`: the ExecReload= command exists in the binary.
@@ -48,6 +48,8 @@ for dir in etc/bootvol var/lib/bootvol var/lib/bootvol/files; do
     [ "$(stat -c %u "$root/$dir")" = "$uid" ] || { echo "/$dir is not bootvol's" >&2; exit 1; }
 done
 [ "$(stat -c %a "$root/etc/bootvol")" = 750 ] || { echo "/etc/bootvol is not 0750" >&2; exit 1; }
+[ "$(readlink "$root/etc/issue.d/bootvol.issue")" = /run/bootvol/first-password.issue ] \
+    || { echo "no /etc/issue.d/bootvol.issue link" >&2; exit 1; }
 echo "ok"
 
 echo "== sysctl.d keys exist"
