@@ -11,6 +11,11 @@
 //! snapshot watcher. On SIGTERM the listeners drain, then the conductor's actions in flight and
 //! the services are waited for (`TaskTracker`), all within [`DRAIN_TIMEOUT`]; an action the
 //! deadline cuts short is ended at the next start, as after a crash.
+//!
+//! Under systemd (`Type=notify`): `READY=1` once the listeners are bound and the first snapshot
+//! is built (what `/readyz` calls ready), `STOPPING=1` when draining starts, and with
+//! `WatchdogSec=` a `WATCHDOG=1` only while the TFTP loop, both HTTP accept loops, each
+//! ProxyDHCP socket's loop and the snapshot watcher answer their liveness ticks (`liveness`).
 
 use std::sync::Arc;
 use std::sync::mpsc;
@@ -29,6 +34,7 @@ use crate::config::{Config, ScriptSecrets};
 use crate::db::Db;
 use crate::files::FileRoot;
 use crate::http::{BootState, router};
+use crate::liveness::{Heart, Liveness, ServiceManager};
 use crate::metrics::Metrics;
 use crate::script_access::ScriptAccess;
 use crate::services;
@@ -93,15 +99,29 @@ impl SnapshotHandle {
 
 /// Runs the appliance until `shutdown` is cancelled, then drains.
 pub async fn serve(
-    config: Config,
+    mut config: Config,
     listeners: Listeners,
     shutdown: CancellationToken,
 ) -> Result<()> {
     let started = Instant::now();
+    // With `auto`, what is served starts from the address now; `as_written` keeps `auto` for
+    // the watch that follows it.
+    let as_written = config.clone();
+    let public_url = crate::public_url::initial(&config);
+    config.http.public_url = public_url.get().to_string();
     let services = TaskTracker::new();
+    let liveness = Arc::new(Liveness::new());
+    let notifier = ServiceManager::default();
     // Its own connection: a scrape never waits behind the conductor's.
     let metrics = Metrics::new(Some(crate::db::SharedDb::new(Db::open(&config.database.path)?)));
-    let snapshot = start_snapshot(&config, shutdown.clone(), &services, &metrics)?;
+    let snapshot = start_snapshot(
+        &config,
+        shutdown.clone(),
+        &services,
+        &metrics,
+        liveness.register("snapshot watcher"),
+        &public_url,
+    )?;
     let files = served_root(&config.http.files_root, "http.files_root");
     let tftp_root = served_root(&config.tftp.root, "tftp.root");
     let conductor = {
@@ -110,6 +130,7 @@ pub async fn serve(
         Conductor::new(Arc::new(config.clone()), db)?
             .with_on_change(Arc::new(move || reload.reload()))
             .with_metrics(Arc::clone(&metrics))
+            .with_public_url(public_url.clone())
     };
     let recent = Arc::new(crate::recent::RecentBoots::default());
     let access = ScriptAccess::new(config.boot.script_secrets, Some(conductor.db().clone()));
@@ -130,6 +151,11 @@ pub async fn serve(
     let http_addr = listeners.http.local_addr()?;
     let tftp_addr = listeners.tftp.local_addr()?;
     let api_addr = listeners.api.local_addr()?;
+    if let Err(e) = crate::api::htpasswd::ensure_first_password(&config) {
+        // As with an unreadable file: the API refuses every request until the file is usable.
+        tracing::error!(file = %config.api.http_basic_auth_user_file.display(), error = %e,
+            "no admin password is set and none could be written");
+    }
     let api_state = crate::api::ApiState::new(
         Arc::new(config.clone()),
         conductor.clone(),
@@ -149,18 +175,33 @@ pub async fn serve(
         sampled.sample_activity();
         std::future::ready(())
     });
-    crate::dhcp::start(&config, &snapshot.current, &recent, &metrics, &services, &shutdown)?;
+    let inputs = crate::dhcp::Inputs {
+        snapshot: &snapshot.current,
+        public_url: &public_url,
+        recent: &recent,
+        metrics: &metrics,
+    };
+    crate::dhcp::start(&config, inputs, &services, &shutdown, &liveness)?;
+    let reload = snapshot.clone();
+    crate::public_url::spawn_watch(
+        &as_written,
+        &public_url,
+        &services,
+        &shutdown,
+        Arc::new(move || reload.reload()),
+    );
     let tftp_handler = Arc::new(
         TftpBootFiles::new(Arc::clone(&snapshot.current), tftp_root, access)
             .with_recent(recent)
             .with_metrics(Arc::clone(&metrics)),
     );
-    let tftp = tokio::spawn(bootvol_tftp::serve(
+    let tftp = tokio::spawn(bootvol_tftp::serve_with_heartbeat(
         listeners.tftp,
         tftp_handler,
         tftp_config(&config),
         shutdown.clone(),
         DRAIN_TIMEOUT,
+        liveness.register("tftp"),
     ));
     let metrics_listener = listeners.metrics.map(|listener| {
         tracing::info!(metrics = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(), "serving /metrics, /healthz and /readyz");
@@ -170,6 +211,7 @@ pub async fn serve(
             crate::api::public_router(api_state.clone()),
             config.metrics.connection_limits(),
             shutdown.clone(),
+            liveness.register("metrics http"),
         ))
     });
     let api = tokio::spawn(crate::http::listener::serve(
@@ -178,16 +220,31 @@ pub async fn serve(
         crate::api::router(api_state.clone()).merge(crate::admin::router(api_state)),
         config.api.connection_limits(),
         shutdown.clone(),
+        liveness.register("api http"),
     ));
-    // Both boot listeners hold bound sockets and start answering now.
-    metrics.set_boot_listeners_up(true);
     let http = crate::http::listener::serve(
         "boot",
         listeners.http,
         router(state),
         config.http.connection_limits(),
         shutdown.clone(),
+        liveness.register("boot http"),
     );
+    // Both boot listeners hold bound sockets and start answering now; the first snapshot is
+    // built: ready, for `/readyz` and for systemd alike.
+    metrics.set_boot_listeners_up(true);
+    notifier.ready(&format!(
+        "serving {} nodes; boot HTTP {http_addr}, TFTP {tftp_addr}, API {api_addr}",
+        snapshot.current.load().node_count()
+    ));
+    if let Some(interval) = crate::liveness::watchdog_interval() {
+        tokio::spawn(crate::liveness::watchdog(
+            Arc::clone(&liveness),
+            notifier.clone(),
+            interval,
+            shutdown.clone(),
+        ));
+    }
     let http_result = tokio::select! {
         result = http => result.context("boot HTTP listener"),
         () = async { shutdown.cancelled().await; tokio::time::sleep(DRAIN_TIMEOUT).await } => {
@@ -197,6 +254,7 @@ pub async fn serve(
     };
     // Whichever listener ends first (an error, or shutdown) ends the other.
     metrics.set_boot_listeners_up(false);
+    notifier.stopping();
     shutdown.cancel();
     let deadline = tokio::time::Instant::now() + DRAIN_TIMEOUT;
     let tftp_result = match tftp.await {
@@ -368,17 +426,19 @@ fn tftp_config(config: &Config) -> bootvol_tftp::TftpConfig {
 
 /// Builds the first snapshot (synchronously: nothing is served before it exists) and starts
 /// the watcher that rebuilds it, a blocking task of `tracker` (it only ever waits on SQLite and
-/// its channel) that ends at `shutdown`.
+/// its channel) that ends at `shutdown`, answering `heart` each time it wakes.
 pub fn start_snapshot(
     config: &Config,
     shutdown: CancellationToken,
     tracker: &TaskTracker,
     metrics: &Arc<Metrics>,
+    heart: Heart,
+    public_url: &crate::public_url::PublicUrl,
 ) -> Result<SnapshotHandle> {
     let db = Db::open(&config.database.path)
         .with_context(|| format!("opening {}", config.database.path.display()))?;
     let templates = Templates::new(config.boot.templates_dir.as_deref())?;
-    let first = build_snapshot(&db, &templates, config, metrics)?;
+    let first = build_snapshot(&db, &templates, config, metrics, &public_url.get())?;
     let current = Arc::new(ArcSwap::from_pointee(first));
     let (reload, requests) = mpsc::channel();
     let watcher = Watcher {
@@ -389,6 +449,8 @@ pub fn start_snapshot(
         requests,
         shutdown,
         metrics: Arc::clone(metrics),
+        heart,
+        public_url: public_url.clone(),
     };
     tracker.spawn_blocking(move || watcher.run());
     Ok(SnapshotHandle { current, reload })
@@ -399,13 +461,16 @@ fn build_snapshot(
     templates: &Templates,
     config: &Config,
     metrics: &Metrics,
+    public_url: &str,
 ) -> Result<BootSnapshot> {
     let started = Instant::now();
     let records = db.node_records()?;
+    let settings =
+        crate::boot::BootSettings { public_url: public_url.to_owned(), ..config.boot_settings() };
     let snapshot = BootSnapshot::build(
         &records,
         templates,
-        &config.boot_settings(),
+        &settings,
         config.default.default_storage_interface,
     )?;
     tracing::info!(
@@ -426,18 +491,29 @@ struct Watcher {
     requests: mpsc::Receiver<()>,
     shutdown: CancellationToken,
     metrics: Arc<Metrics>,
+    heart: Heart,
+    public_url: crate::public_url::PublicUrl,
 }
+
+/// The longest the watcher sleeps before it answers its liveness tick, whatever
+/// `[database] watch_interval_ms` says.
+const WATCHER_WAKE: Duration = Duration::from_secs(1);
 
 impl Watcher {
     fn run(mut self) {
         let interval = Duration::from_millis(self.config.database.watch_interval_ms);
         let mut seen = self.db.data_version().ok();
+        let mut next_check = Instant::now() + interval;
         while !self.shutdown.is_cancelled() {
-            let requested = match self.requests.recv_timeout(interval) {
+            self.heart.answer();
+            let wait = next_check.saturating_duration_since(Instant::now()).min(WATCHER_WAKE);
+            let requested = match self.requests.recv_timeout(wait) {
                 Ok(()) => true,
+                Err(mpsc::RecvTimeoutError::Timeout) if Instant::now() < next_check => continue,
                 Err(mpsc::RecvTimeoutError::Timeout) => false,
                 Err(mpsc::RecvTimeoutError::Disconnected) => return,
             };
+            next_check = Instant::now() + interval;
             let version = self.db.data_version().ok();
             if !requested && version == seen {
                 continue;
@@ -451,7 +527,8 @@ impl Watcher {
                     }
                 }
             }
-            match build_snapshot(&self.db, &self.templates, &self.config, &self.metrics) {
+            let url = self.public_url.get();
+            match build_snapshot(&self.db, &self.templates, &self.config, &self.metrics, &url) {
                 Ok(snapshot) => {
                     self.current.store(Arc::new(snapshot));
                     seen = version;

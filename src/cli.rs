@@ -54,6 +54,9 @@ pub enum Command {
     },
     /// Serve boot scripts and files over HTTP and TFTP until SIGTERM.
     Serve,
+    /// Ask a running `serve` (process PID) to re-read the database and the template overrides
+    /// (SIGHUP): the unit's `ExecReload=`, with no `kill` binary needed.
+    Reload { pid: i32 },
     /// Attach or detach a node's volumes through its storage interface.
     Volumes {
         #[command(subcommand)]
@@ -157,8 +160,15 @@ pub enum NodeAction {
 pub fn run(cli: Cli, out: &mut dyn Write) -> Result<()> {
     match cli.command {
         Command::Demo { print, http, tftp, api } => demo(print, [http, tftp, api], out),
+        Command::Reload { pid } => reload(pid),
         command => {
-            let (config, origin) = load_config(cli.config.as_deref())?;
+            let (mut config, origin) = load_config(cli.config.as_deref())?;
+            if !matches!(command, Command::CheckConfig | Command::Serve)
+                && config.http.public_url == crate::public_url::AUTO
+            {
+                // A command prints or starts what `serve` would serve now.
+                config.http.public_url = crate::public_url::initial(&config).get().to_string();
+            }
             match command {
                 Command::CheckConfig => check_config(&config, &origin, out),
                 Command::Apply { file, prune } => apply(&config, &file, prune, out),
@@ -171,14 +181,24 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<()> {
                 Command::Events { node, json, limit } => {
                     events(&config, node.as_deref(), json, limit, out)
                 }
-                Command::Demo { .. } => unreachable_demo(),
+                Command::Demo { .. } | Command::Reload { .. } => unreachable_demo(),
             }
         }
     }
 }
 
 fn unreachable_demo() -> Result<()> {
-    bail!("internal: demo is handled before the configuration is loaded")
+    bail!("internal: demo and reload are handled before the configuration is loaded")
+}
+
+/// SIGHUP to `pid` (it needs no configuration: the process re-reads its own).
+fn reload(pid: i32) -> Result<()> {
+    if pid <= 0 {
+        bail!("{pid} is not a process id");
+    }
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGHUP)
+        .with_context(|| format!("sending SIGHUP to process {pid}"))?;
+    Ok(())
 }
 
 fn load_config(path: Option<&Path>) -> Result<(Config, String)> {
@@ -194,6 +214,7 @@ fn check_config(config: &Config, origin: &str, out: &mut dyn Write) -> Result<()
     let (_, hard) = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)?;
     config.check_descriptors(hard, origin)?;
     writeln!(out, "{origin}: OK")?;
+    writeln!(out, "{}", crate::public_url::explain(config))?;
     writeln!(out, "{config:#?}")?;
     Ok(())
 }

@@ -194,7 +194,8 @@ impl Default for DatabaseSection {
 pub struct HttpSection {
     /// The boot listener nodes talk to.
     pub listen: SocketAddr,
-    /// How nodes reach that listener; used in chain, kernel and initrd URLs.
+    /// How nodes reach that listener; used in chain, kernel and initrd URLs. `"auto"`: from
+    /// this box's address (`crate::public_url`), followed while `serve` runs.
     pub public_url: String,
     /// Kernels, ramdisks and images served under `/files/`.
     pub files_root: PathBuf,
@@ -307,6 +308,10 @@ pub struct ApiSection {
     pub auth_strategy: ApiAuthStrategy,
     /// Ironic's option: the htpasswd file of `http_basic` (bcrypt entries only), read at start.
     pub http_basic_auth_user_file: PathBuf,
+    /// Where `serve` shows the one-time admin password it generates when `http_basic` has no
+    /// user yet (never the log): the console, and the file the login prompt shows
+    /// (`/etc/issue.d/bootvol.issue` links to it). Files that cannot be opened are skipped.
+    pub first_password_files: Vec<PathBuf>,
     /// Ironic's option: the URL clients reach the API at (`https://bootvol.example:6385`, for a
     /// proxy or a wildcard listener), the base of every link in an answer. Empty: the
     /// listener's bound address. The request's `Host` header is never used.
@@ -324,6 +329,10 @@ impl Default for ApiSection {
             listen: SocketAddr::from(([127, 0, 0, 1], 6385)),
             auth_strategy: ApiAuthStrategy::HttpBasic,
             http_basic_auth_user_file: PathBuf::from("/etc/bootvol/htpasswd"),
+            first_password_files: vec![
+                PathBuf::from("/dev/console"),
+                PathBuf::from("/run/bootvol/first-password.issue"),
+            ],
             public_endpoint: String::new(),
             header_timeout: DEFAULT_LIMITS.0,
             idle_timeout: DEFAULT_LIMITS.1,
@@ -676,7 +685,15 @@ impl Config {
                 ),
             ));
         }
-        crate::model::check_http_url(&self.http.public_url).map_err(|m| ("http.public_url", m))?;
+        if self.http.public_url != crate::public_url::AUTO {
+            crate::model::check_http_url(&self.http.public_url)
+                .map_err(|m| ("http.public_url", m))?;
+            crate::model::check_script_value(&self.http.public_url)
+                .map_err(|m| ("http.public_url", m))?;
+            if self.http.public_url.ends_with('/') {
+                return Err(("http.public_url", "leave out the trailing '/'".into()));
+            }
+        }
         if !self.api.public_endpoint.is_empty() {
             crate::model::check_http_url(&self.api.public_endpoint)
                 .map_err(|m| ("api.public_endpoint", m))?;
@@ -689,11 +706,6 @@ impl Config {
                 return Err(("api.public_endpoint", "must be a plain URL".into()));
             }
         }
-        crate::model::check_script_value(&self.http.public_url)
-            .map_err(|m| ("http.public_url", m))?;
-        if self.http.public_url.ends_with('/') {
-            return Err(("http.public_url", "leave out the trailing '/'".into()));
-        }
         for (key, path) in [
             ("database.path", &self.database.path),
             ("api.http_basic_auth_user_file", &self.api.http_basic_auth_user_file),
@@ -703,6 +715,12 @@ impl Config {
             if !path.is_absolute() {
                 return Err((key, format!("{} is not an absolute path", path.display())));
             }
+        }
+        if let Some(path) = self.api.first_password_files.iter().find(|p| !p.is_absolute()) {
+            return Err((
+                "api.first_password_files",
+                format!("{} is not an absolute path", path.display()),
+            ));
         }
         if self.cinder.url_timeout == 0 || self.cinder.url_timeout > 600 {
             return Err((

@@ -31,11 +31,14 @@
 //!   [`power`] (the power drivers: fake, Redfish, IPMI); [`storage`] (Ironic's storage interface:
 //!   attaching and detaching volumes); [`cinder`] (the Cinder/Keystone REST client).
 //! - Front ends: [`api`] (the Ironic-compatible REST API; the only module that knows its JSON);
-//!   [`limiter`] (per-address limits on log-ins and failed authentications);
+//!   [`limiter`] (per-address limits on log-ins and failed authentications); [`logging`] (the
+//!   log line and its non-blocking writer: one line per boot request, cheaply);
 //!   [`admin`] (the local admin web page); [`cli`] (the `bootvol` commands, wiring the above
 //!   together); [`app`] (`bootvol serve`: the listeners, the snapshot watcher and background
 //!   work, until shutdown); [`services`] (background work as named services, drained at
-//!   shutdown).
+//!   shutdown); [`liveness`] (whether `serve`'s loops answer, and `sd_notify`: readiness, the
+//!   watchdog); [`public_url`] (`[http] public_url = "auto"`: the boot URL from this
+//!   box's address, followed as it changes).
 
 pub mod admin;
 pub mod api;
@@ -51,12 +54,14 @@ pub mod files;
 pub mod http;
 pub mod inventory;
 pub mod limiter;
+pub mod liveness;
 pub mod logging;
 pub mod metrics;
 pub mod model;
 pub mod neighbour;
 pub mod nodes;
 pub mod power;
+pub mod public_url;
 pub mod recent;
 pub mod script_access;
 pub mod secrets;

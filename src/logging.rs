@@ -213,7 +213,10 @@ mod tests {
             }
             let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
             // The time differs from run to run: compare what follows it.
-            text.lines().map(|l| l.get(27..).unwrap_or("").to_owned()).collect::<Vec<_>>().join("\n")
+            text.lines()
+                .map(|l| l.get(27..).unwrap_or("").to_owned())
+                .collect::<Vec<_>>()
+                .join("\n")
         };
         (run(true), run(false))
     }

@@ -15,11 +15,13 @@
 //! Reads and writes go through the node service ([`crate::nodes`]), the same typed core the
 //! API calls (never through the API's routes, and never around the core to `db`); scripts come
 //! from the `boot` scenario rules. Like the API, secrets are masked before anything reaches a
-//! template.
+//! template. The password form (`password.rs`) sets the logged-in user's own password in the
+//! htpasswd file, which the running process reloads.
 
 mod activity;
 mod forms;
 mod node;
+mod password;
 mod session;
 
 use std::collections::HashMap;
@@ -68,6 +70,7 @@ const TEMPLATES: &[(&str, &str)] = &[
     ("nodes.html.j2", include_str!("../../templates/admin/nodes.html.j2")),
     ("node.html.j2", include_str!("../../templates/admin/node.html.j2")),
     ("activity.html.j2", include_str!("../../templates/admin/activity.html.j2")),
+    ("password.html.j2", include_str!("../../templates/admin/password.html.j2")),
 ];
 
 fn environment(auth_off: bool, secrets_to_anyone: bool) -> Environment<'static> {
@@ -104,6 +107,7 @@ pub fn router(api: ApiState) -> Router {
         .route("/admin/nodes/{node}/{child}/{id}/delete", post(forms::child_form))
         .route("/admin/login", get(login_page).post(login))
         .route("/admin/logout", post(logout))
+        .route("/admin/password", get(password::password_page).post(password::set_password))
         .with_state(state)
 }
 

@@ -15,6 +15,7 @@
 //! (`app` merges the two routers).
 
 mod actions;
+pub mod htpasswd;
 mod public;
 mod resources;
 
@@ -62,7 +63,8 @@ struct Inner {
     conductor: Conductor,
     nodes: NodeService,
     config: Arc<Config>,
-    auth: Auth,
+    /// Replaced whole when the admin page sets a password (`reload_auth`).
+    auth: arc_swap::ArcSwap<Auth>,
     recent: Arc<crate::recent::RecentBoots>,
     /// Failed authentications per client address.
     auth_failures: crate::limiter::LoginLimiter,
@@ -75,7 +77,7 @@ struct Inner {
 
 impl std::fmt::Debug for ApiState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ApiState").field("auth", &self.inner.auth).finish()
+        f.debug_struct("ApiState").field("auth", &self.inner.auth.load()).finish()
     }
 }
 
@@ -90,21 +92,7 @@ impl ApiState {
         local: std::net::SocketAddr,
         metrics: Arc<crate::metrics::Metrics>,
     ) -> ApiState {
-        let auth = match config.api.auth_strategy {
-            ApiAuthStrategy::Noauth => Auth::Noauth,
-            ApiAuthStrategy::HttpBasic => {
-                match load_htpasswd(&config.api.http_basic_auth_user_file) {
-                    Ok(users) => {
-                        let dummy = dummy_hash(&users);
-                        Auth::Basic { users, verified: Mutex::new(HashSet::new()), dummy }
-                    }
-                    Err(e) => {
-                        tracing::error!(error = %e, "api.http_basic_auth_user_file unusable: every API request will be refused");
-                        Auth::Broken
-                    }
-                }
-            }
-        };
+        let auth = arc_swap::ArcSwap::from_pointee(load_auth(&config));
         let endpoint = if config.api.public_endpoint.is_empty() {
             if local.ip().is_unspecified() {
                 tracing::warn!(listen = %local, "[api] listens on a wildcard address and public_endpoint is not set: links in answers name the wildcard address");
@@ -152,10 +140,52 @@ impl ApiState {
     /// Checks a user and password against `[api] http_basic_auth_user_file`, as the API does
     /// (the admin page's log-in). False without `http_basic` or a usable file. Blocking (bcrypt).
     pub(crate) fn verify_password(&self, user: &str, password: &str) -> bool {
-        match &self.inner.auth {
-            Auth::Basic { .. } => self.inner.auth.verify(user, password),
+        let auth = self.inner.auth.load();
+        match &**auth {
+            Auth::Basic { .. } => auth.verify(user, password),
             Auth::Noauth | Auth::Broken => false,
         }
+    }
+
+    /// Sets `user`'s password in the htpasswd file (written atomically, 0600) and makes the
+    /// running API and admin page use the file at once; what the one-time password left on the
+    /// console's login prompt is removed. Blocking (bcrypt, file I/O). The error never holds
+    /// the password.
+    pub(crate) fn set_password(&self, user: &str, password: &str) -> Result<(), String> {
+        let config = &self.inner.config;
+        if config.api.auth_strategy != ApiAuthStrategy::HttpBasic {
+            return Err("authentication is off ([api] auth_strategy = \"noauth\")".into());
+        }
+        let path = &config.api.http_basic_auth_user_file;
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(e) => return Err(format!("{}: {e}", path.display())),
+        };
+        let hash = bcrypt::hash(password, bcrypt::DEFAULT_COST).map_err(|e| e.to_string())?;
+        htpasswd::write_atomic(path, &htpasswd::with_password(&text, user, &hash))
+            .map_err(|e| format!("writing {}: {e}", path.display()))?;
+        self.inner.auth.store(Arc::new(load_auth(config)));
+        htpasswd::forget_shown(config);
+        Ok(())
+    }
+}
+
+/// The authentication `[api]` asks for, its user file read now (a file that cannot be read is
+/// logged and every authenticated request is refused).
+fn load_auth(config: &Config) -> Auth {
+    match config.api.auth_strategy {
+        ApiAuthStrategy::Noauth => Auth::Noauth,
+        ApiAuthStrategy::HttpBasic => match load_htpasswd(&config.api.http_basic_auth_user_file) {
+            Ok(users) => {
+                let dummy = dummy_hash(&users);
+                Auth::Basic { users, verified: Mutex::new(HashSet::new()), dummy }
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "api.http_basic_auth_user_file unusable: every API request will be refused");
+                Auth::Broken
+            }
+        },
     }
 }
 
@@ -247,7 +277,8 @@ async fn authenticate(
     headers: &HeaderMap,
     client: Option<std::net::IpAddr>,
 ) -> Result<(), ApiError> {
-    match &state.inner.auth {
+    let auth = state.inner.auth.load_full();
+    match &*auth {
         Auth::Noauth => return Ok(()),
         Auth::Broken => return Err(ApiError::unauthorized()),
         Auth::Basic { .. } => {}
@@ -255,7 +286,7 @@ async fn authenticate(
     let client = client.map_or_else(|| "unknown".to_owned(), |ip| ip.to_string());
     let credentials = basic_credentials(headers);
     if let Some((user, password)) = &credentials
-        && state.inner.auth.cached(user, password)
+        && auth.cached(user, password)
     {
         return Ok(());
     }
@@ -268,8 +299,8 @@ async fn authenticate(
     }
     let verified = match credentials {
         Some((user, password)) => {
-            let api = state.clone();
-            tokio::task::spawn_blocking(move || api.inner.auth.verify(&user, &password))
+            let auth = std::sync::Arc::clone(&auth);
+            tokio::task::spawn_blocking(move || auth.verify(&user, &password))
                 .await
                 .unwrap_or(false)
         }

@@ -88,7 +88,7 @@ fn image(conductor: &Conductor, record: &NodeRecord) -> Result<Image, String> {
         conductor
             .check_files(&[source.to_owned()])
             .map_err(|e| format!("instance_info.image_source: {e}"))?;
-        format!("{}/files/{source}", conductor.config.http.public_url)
+        format!("{}/files/{source}", conductor.public_url())
     };
     let checksum = info
         .get("image_checksum")

@@ -103,6 +103,8 @@ pub struct Conductor {
     /// Where BMC calls are counted (`serve`); none for the CLI's one-off commands.
     metrics: Option<Arc<crate::metrics::Metrics>>,
     tasks: TaskTracker,
+    /// The boot URL in force (`[http] public_url`, followed when it is `"auto"`).
+    public_url: crate::public_url::PublicUrl,
 }
 
 impl std::fmt::Debug for Conductor {
@@ -121,6 +123,7 @@ impl Conductor {
             timeout: Duration::from_secs(config.conductor.power_timeout),
             state_wait: Duration::from_secs(config.conductor.power_state_wait),
         };
+        let public_url = crate::public_url::PublicUrl::new(config.http.public_url.clone());
         Ok(Conductor {
             config,
             db,
@@ -129,6 +132,7 @@ impl Conductor {
             on_change: None,
             metrics: None,
             tasks: TaskTracker::new(),
+            public_url,
         })
     }
 
@@ -143,6 +147,17 @@ impl Conductor {
     pub fn with_metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> Conductor {
         self.metrics = Some(metrics);
         self
+    }
+
+    /// Follows `url` for the URLs it hands out (`serve` with `public_url = "auto"`).
+    pub fn with_public_url(mut self, url: crate::public_url::PublicUrl) -> Conductor {
+        self.public_url = url;
+        self
+    }
+
+    /// The boot URL in force.
+    pub fn public_url(&self) -> Arc<String> {
+        self.public_url.get()
     }
 
     /// The storage interface of nodes that record none.

@@ -17,10 +17,7 @@ impl Db {
     /// The nodes in `state`, with their children: what a periodic pass that looks at one state
     /// reads, rather than every node (10,000 records every few seconds would compete with the
     /// boot path).
-    pub fn node_records_in_state(
-        &self,
-        state: ProvisionState,
-    ) -> Result<Vec<NodeRecord>, DbError> {
+    pub fn node_records_in_state(&self, state: ProvisionState) -> Result<Vec<NodeRecord>, DbError> {
         self.records_where("provision_state = ?1", params![state.as_str()])
     }
 

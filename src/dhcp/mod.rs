@@ -41,7 +41,7 @@ const FACTS_TTL: Duration = Duration::from_secs(5);
 /// What every socket shares.
 struct Shared {
     settings: Settings,
-    http_base: String,
+    http_base: crate::public_url::PublicUrl,
     tftp_root: PathBuf,
     snapshot: Arc<ArcSwap<BootSnapshot>>,
     recent: Arc<RecentBoots>,
@@ -49,17 +49,27 @@ struct Shared {
     limit: Mutex<RateLimit>,
 }
 
+/// What the ProxyDHCP reads (the snapshot: which MACs are nodes'; the boot URL) and feeds (the
+/// recent-boots ring, the metrics) in the running appliance.
+#[derive(Debug, Clone, Copy)]
+pub struct Inputs<'a> {
+    pub snapshot: &'a Arc<ArcSwap<BootSnapshot>>,
+    pub public_url: &'a crate::public_url::PublicUrl,
+    pub recent: &'a Arc<RecentBoots>,
+    pub metrics: &'a Arc<Metrics>,
+}
+
 /// With `[dhcp] mode = "proxy"`, binds a socket per interface and listen address (an error
 /// names the one that failed) and spawns a task per socket on `tracker`, answering until
 /// `shutdown`. With `mode = "off"`, does nothing.
 pub fn start(
     config: &Config,
-    snapshot: &Arc<ArcSwap<BootSnapshot>>,
-    recent: &Arc<RecentBoots>,
-    metrics: &Arc<Metrics>,
+    inputs: Inputs<'_>,
     tracker: &TaskTracker,
     shutdown: &CancellationToken,
+    liveness: &crate::liveness::Liveness,
 ) -> Result<()> {
+    let Inputs { snapshot, public_url, recent, metrics } = inputs;
     let dhcp = &config.dhcp;
     if dhcp.mode == DhcpMode::Off {
         return Ok(());
@@ -69,7 +79,7 @@ pub fn start(
             efi_discovery_bypass: dhcp.efi_discovery_bypass,
             known_only: dhcp.answer == DhcpAnswer::Known,
         },
-        http_base: config.http.public_url.clone(),
+        http_base: public_url.clone(),
         tftp_root: config.tftp.root.clone(),
         snapshot: Arc::clone(snapshot),
         recent: Arc::clone(recent),
@@ -88,10 +98,11 @@ pub fn start(
     for (interface, port, socket) in sockets {
         tracing::info!(%interface, port = socket.local_addr()?.port(), "ProxyDHCP listening");
         let (shared, shutdown) = (Arc::clone(&shared), shutdown.clone());
+        let heart = liveness.register(format!("dhcp {interface}:{}", socket.local_addr()?.port()));
         tracker.spawn(async move {
             tokio::select! {
                 () = shutdown.cancelled() => {}
-                () = answer(socket, interface, port, shared) => {}
+                () = answer(socket, interface, port, shared, heart) => {}
             }
         });
     }
@@ -122,15 +133,26 @@ fn interface_address(interface: &str) -> Option<Ipv4Addr> {
     })
 }
 
-/// Receives and answers on one socket, for ever (the caller stops it at shutdown).
-async fn answer(socket: UdpSocket, interface: String, port: Port, shared: Arc<Shared>) {
+/// Receives and answers on one socket, for ever (the caller stops it at shutdown), answering
+/// `heart`'s ticks between two datagrams.
+async fn answer(
+    socket: UdpSocket,
+    interface: String,
+    port: Port,
+    shared: Arc<Shared>,
+    mut heart: crate::liveness::Heart,
+) {
     // The port requests arrive on (67 or 4011), for the log.
     let local = socket.local_addr().map_or(0, |a| a.port());
     let mut buf = vec![0u8; 1500];
     // (when looked up, this interface's address, the arm64 binary exists)
     let mut cached: Option<(Instant, Option<Ipv4Addr>, bool)> = None;
     loop {
-        let (len, from) = match socket.recv_from(&mut buf).await {
+        let received = tokio::select! {
+            () = heart.beat() => continue,
+            received = socket.recv_from(&mut buf) => received,
+        };
+        let (len, from) = match received {
             Ok(r) => r,
             Err(e) => {
                 tracing::warn!(%interface, error = %e, "ProxyDHCP receive failed");
@@ -163,13 +185,9 @@ async fn answer(socket: UdpSocket, interface: String, port: Port, shared: Arc<Sh
         };
         let snapshot = shared.snapshot.load();
         let script = request.mac().and_then(|m| snapshot.script(MacAddr(m)));
-        let facts = Facts {
-            server,
-            http_base: &shared.http_base,
-            has_arm64,
-            known: script.is_some(),
-            port,
-        };
+        let http_base = shared.http_base.get();
+        let facts =
+            Facts { server, http_base: &http_base, has_arm64, known: script.is_some(), port };
         let reply = match proxy::decide(&request, shared.settings, &facts) {
             Decision::Reply(reply) => reply,
             Decision::Ignore(why) => {

@@ -67,13 +67,14 @@ const REFUSAL_LOG_PERIOD: Duration = Duration::from_secs(10);
 
 /// Serves `router` on `listener` until `shutdown` is cancelled; then stops accepting, closes
 /// idle connections, lets requests in flight finish, and returns when every connection is
-/// closed (the caller bounds that wait).
+/// closed (the caller bounds that wait). Between two accepts it answers `heart`'s ticks.
 pub async fn serve(
     name: &'static str,
     listener: TcpListener,
     router: Router,
     limits: ConnectionLimits,
     shutdown: CancellationToken,
+    mut heart: crate::liveness::Heart,
 ) -> io::Result<()> {
     let registry = Arc::new(Registry::new(limits));
     let tracker = TaskTracker::new();
@@ -81,6 +82,7 @@ pub async fn serve(
     loop {
         let accepted = tokio::select! {
             () = shutdown.cancelled() => break,
+            () = heart.beat() => continue,
             accepted = listener.accept() => accepted,
         };
         let (stream, peer) = match accepted {

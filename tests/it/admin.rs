@@ -935,3 +935,137 @@ fn the_nodes_page_shows_the_cinder_sync_status() {
         assert!(list.body.contains(&expected), "{expected} missing: {}", list.body);
     }
 }
+
+/// A first start with `http_basic` and no user file: the real binary writes a one-time password
+/// to `[api] first_password_files` (here two files standing in for the console and the login
+/// prompt's issue file), only its bcrypt to the htpasswd file (0600), never the password to its
+/// log. The operator logs in with it and sets a real password on the admin page: refused
+/// without CSRF, with a wrong current password, a short or mistyped new one; then the file is
+/// rewritten, the running API takes the new password and refuses the old one (no restart), the
+/// issue file is gone, and no answer or log line ever held either password.
+#[test]
+#[allow(clippy::disallowed_methods)] // tests run the real binary
+fn a_one_time_password_on_the_console_then_the_admin_page_sets_the_real_one() {
+    use std::io::{BufRead, BufReader};
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let (htpasswd, console, issue) =
+        (dir.path().join("htpasswd"), dir.path().join("console"), dir.path().join("first.issue"));
+    let text = format!(
+        "{}[api]\nlisten = \"127.0.0.1:0\"\nhttp_basic_auth_user_file = \"{}\"\nfirst_password_files = [\"{}\", \"{}\"]\n",
+        config_text(dir.path())
+            .replace("[http]\n", "[http]\nlisten = \"127.0.0.1:0\"\n")
+            .replace("[tftp]\n", "[tftp]\nlisten = \"127.0.0.1:0\"\n"),
+        htpasswd.display(),
+        console.display(),
+        issue.display()
+    );
+    std::fs::write(dir.path().join("bootvol.toml"), text).unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_bootvol"))
+        .arg("--config")
+        .arg(dir.path().join("bootvol.toml"))
+        .arg("serve")
+        .env("RUST_LOG", "debug")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (lines, stderr) = (std::sync::Arc::clone(&log), child.stderr.take().unwrap());
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if line.contains(" serving ") {
+                let _ = tx.send(line.clone());
+            }
+            lines.lock().unwrap().push_str(&(line + "\n"));
+        }
+    });
+    let serving = rx.recv_timeout(Duration::from_secs(20)).expect("serve started");
+    let api = serving.split_whitespace().find_map(|f| f.strip_prefix("api=")).unwrap().to_owned();
+    let admin = Admin {
+        base: format!("http://{api}"),
+        boot: String::new(),
+        shutdown: CancellationToken::new(),
+        _dir: tempfile::tempdir().unwrap(),
+    };
+
+    let shown = std::fs::read_to_string(&console).unwrap();
+    assert_eq!(std::fs::read_to_string(&issue).unwrap().replace("\\4", "<this box>"), shown);
+    let one_time = shown
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("one-time password: "))
+        .unwrap_or_else(|| panic!("no password shown: {shown}"))
+        .to_owned();
+    assert!(one_time.len() >= 12, "{one_time}");
+    let stored = std::fs::read_to_string(&htpasswd).unwrap();
+    assert!(stored.contains("admin:$2") && !stored.contains(&one_time), "{stored}");
+    assert_eq!(std::fs::metadata(&htpasswd).unwrap().permissions().mode() & 0o777, 0o600);
+    let v1 = |password: &str| {
+        let agent: ureq::Agent =
+            ureq::Agent::config_builder().http_status_as_error(false).build().into();
+        agent
+            .get(format!("{}/v1/nodes", admin.base))
+            .header("Authorization", &format!("Basic {}", basic("admin", password)))
+            .call()
+            .unwrap()
+            .status()
+            .as_u16()
+    };
+    assert_eq!(v1(&one_time), 200);
+
+    let (cookie, csrf) = admin.login_form();
+    let logged = admin.call(
+        "POST",
+        "/admin/login",
+        Some(&form(&[("csrf", &csrf), ("username", "admin"), ("password", &one_time)])),
+        &[("Cookie", &cookie)],
+    );
+    assert_eq!(logged.status, 303, "{}", logged.body);
+    let cookie = logged.cookie();
+    let page = admin.call("GET", "/admin/password", None, &[("Cookie", &cookie)]);
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains("name=\"current\""), "{}", page.body);
+    let csrf = page.csrf();
+    let new = "correct horse battery";
+    let mut bodies = Vec::new();
+    let mut post = |fields: &[(&str, &str)], expect: u16| {
+        let reply =
+            admin.call("POST", "/admin/password", Some(&form(fields)), &[("Cookie", &cookie)]);
+        assert_eq!(reply.status, expect, "{fields:?}: {}", reply.body);
+        bodies.push(reply.body.clone());
+        reply
+    };
+    post(&[("current", &one_time), ("new", new), ("again", new)], 403);
+    post(&[("csrf", "0"), ("current", &one_time), ("new", new), ("again", new)], 403);
+    let wrong = post(&[("csrf", &csrf), ("current", "nope"), ("new", new), ("again", new)], 401);
+    assert!(wrong.body.contains("current password is wrong"), "{}", wrong.body);
+    let short = post(
+        &[("csrf", &csrf), ("current", &one_time), ("new", "short1"), ("again", "short1")],
+        400,
+    );
+    assert!(short.body.contains("shorter than 12"), "{}", short.body);
+    post(&[("csrf", &csrf), ("current", &one_time), ("new", new), ("again", "other")], 400);
+    assert_eq!(v1(&one_time), 200, "refused forms changed nothing");
+    let done = post(&[("csrf", &csrf), ("current", &one_time), ("new", new), ("again", new)], 303);
+    assert_eq!(done.header("location"), Some("/admin/"));
+    let next = admin.call("GET", "/admin/", None, &[("Cookie", &cookie)]);
+    assert!(next.body.contains("Password changed."), "{}", next.body);
+    bodies.push(next.body);
+
+    assert_eq!(v1(new), 200, "the running API took the new password");
+    assert_eq!(v1(&one_time), 401, "and refuses the one-time one");
+    let stored = std::fs::read_to_string(&htpasswd).unwrap();
+    assert!(!stored.contains("one-time") && !stored.contains(new), "{stored}");
+    assert_eq!(std::fs::metadata(&htpasswd).unwrap().permissions().mode() & 0o777, 0o600);
+    assert!(!issue.exists(), "the login prompt no longer shows the one-time password");
+    for body in &bodies {
+        assert!(!body.contains(new) && !body.contains(&one_time), "a page echoed a password");
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let log = log.lock().unwrap();
+    assert!(log.contains("one-time password was generated"), "{log}");
+    assert!(log.contains("admin password changed"), "{log}");
+    assert!(!log.contains(&one_time) && !log.contains(new), "a password in the log: {log}");
+}

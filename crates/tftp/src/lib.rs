@@ -190,6 +190,20 @@ struct Open {
 /// requests cannot flood the log.
 const REFUSAL_LOG_PERIOD: Duration = Duration::from_secs(10);
 
+/// A liveness probe the listening loop answers whenever it is free, between two datagrams, so
+/// that a supervisor can tell an idle server from a wedged one. `()` never asks.
+pub trait Heartbeat: Send {
+    /// Completes once a probe was asked and answered; the loop polls it beside its socket, and
+    /// drops it (a cancellation that must lose nothing) when a datagram comes first.
+    fn beat(&mut self) -> impl Future<Output = ()> + Send;
+}
+
+impl Heartbeat for () {
+    fn beat(&mut self) -> impl Future<Output = ()> + Send {
+        std::future::pending()
+    }
+}
+
 /// Serves until `shutdown` is cancelled, then stops accepting requests and waits (at most `drain`
 /// long) for transfers in flight.
 pub async fn serve<H: Handler>(
@@ -198,6 +212,18 @@ pub async fn serve<H: Handler>(
     config: TftpConfig,
     shutdown: CancellationToken,
     drain: Duration,
+) -> io::Result<()> {
+    serve_with_heartbeat(socket, handler, config, shutdown, drain, ()).await
+}
+
+/// [`serve`], answering `heartbeat` between datagrams.
+pub async fn serve_with_heartbeat<H: Handler>(
+    socket: UdpSocket,
+    handler: Arc<H>,
+    config: TftpConfig,
+    shutdown: CancellationToken,
+    drain: Duration,
+    mut heartbeat: impl Heartbeat,
 ) -> io::Result<()> {
     let local_ip = socket.local_addr()?.ip();
     let mut listener = Listener {
@@ -217,6 +243,7 @@ pub async fn serve<H: Handler>(
     loop {
         tokio::select! {
             () = shutdown.cancelled() => break,
+            () = heartbeat.beat() => {}
             Some(joined) = listener.transfers.join_next_with_id() => listener.forget(joined),
             received = listener.socket.recv_from(&mut buf) => match received {
                 Ok((len, peer)) => listener.on_datagram(&buf[..len], peer).await,

@@ -1,0 +1,140 @@
+//! `[http] public_url = "auto"` on a real link: `bootvol serve` in a network namespace whose
+//! only link (a dummy) gets an address, then another; the generic `boot.ipxe` served must name
+//! the address in force, and follow the change without a restart. `check-config` run in the
+//! namespace says where the URL comes from.
+//!
+//! Needs root and `ip`; without them it says so and passes.
+
+use std::os::fd::AsFd;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::support::Appliance;
+
+#[allow(clippy::disallowed_methods)] // tests run tools
+fn tool(program: &str) -> Command {
+    Command::new(program)
+}
+
+fn ip(args: &[&str]) {
+    let output = tool("ip").args(args).output().unwrap();
+    assert!(output.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+}
+
+struct Namespace(String);
+
+impl Drop for Namespace {
+    fn drop(&mut self) {
+        let _ = tool("ip").args(["netns", "del", &self.0]).status();
+    }
+}
+
+struct Serve(Child);
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The body of `GET url` from inside the namespace `ns` (a thread of its own enters it).
+fn get_in(ns: &str, url: &str) -> Option<String> {
+    let (ns, url) = (format!("/var/run/netns/{ns}"), url.to_owned());
+    std::thread::spawn(move || {
+        let file = std::fs::File::open(&ns).unwrap();
+        nix::sched::setns(file.as_fd(), nix::sched::CloneFlags::CLONE_NEWNET).unwrap();
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .timeout_global(Some(Duration::from_secs(2)))
+            .build()
+            .into();
+        agent.get(&url).call().ok()?.body_mut().read_to_string().ok()
+    })
+    .join()
+    .unwrap()
+}
+
+#[test]
+fn the_boot_url_follows_the_address_of_the_link() {
+    let root = nix::unistd::geteuid().is_root();
+    let has_ip = tool("ip").arg("-V").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok();
+    if !(root && has_ip) {
+        eprintln!("skipped: needs root and ip (network namespaces)");
+        return;
+    }
+    let pid = std::process::id();
+    let ns = Namespace(format!("bvpu-{pid}"));
+    let prefix = format!("10.215.{}", pid % 250 + 1);
+    ip(&["netns", "add", &ns.0]);
+    ip(&["-n", &ns.0, "link", "set", "lo", "up"]);
+    // A veth pair inside the namespace: bv0 gets the address, bv1 none.
+    ip(&["-n", &ns.0, "link", "add", "bv0", "type", "veth", "peer", "name", "bv1"]);
+    ip(&["-n", &ns.0, "link", "set", "bv1", "up"]);
+    ip(&["-n", &ns.0, "addr", "add", &format!("{prefix}.1/24"), "dev", "bv0"]);
+    ip(&["-n", &ns.0, "link", "set", "bv0", "up"]);
+    let app = Appliance::with_config(|dir| {
+        format!(
+            r#"[database]
+path = "{dir}/bootvol.db"
+[http]
+listen = "0.0.0.0:8080"
+public_url = "auto"
+files_root = "{dir}"
+[tftp]
+listen = "127.0.0.1:6969"
+root = "{dir}"
+[api]
+listen = "127.0.0.1:6385"
+auth_strategy = "noauth"
+"#,
+            dir = dir.display()
+        )
+    });
+    let in_ns = |args: &[&str]| {
+        let inner = app.command(args);
+        let mut command = tool("ip");
+        command.args(["netns", "exec", &ns.0]).arg(inner.get_program()).args(inner.get_args());
+        command
+    };
+    let checked = in_ns(&["check-config"]).output().unwrap();
+    let text = String::from_utf8_lossy(&checked.stdout);
+    assert!(checked.status.success(), "{text}{}", String::from_utf8_lossy(&checked.stderr));
+    assert!(
+        text.contains(&format!(
+            "now: http://{prefix}.1:8080 ({prefix}.1 on bv0 (the first non-loopback link"
+        )),
+        "{text}"
+    );
+
+    let log_path = app.path("serve.log");
+    let log = std::fs::File::create(&log_path).unwrap();
+    let _serve = Serve(in_ns(&["serve"]).stdout(Stdio::null()).stderr(log).spawn().unwrap());
+    let serve_log = || std::fs::read_to_string(&log_path).unwrap_or_default();
+    let boot = "http://127.0.0.1:8080/boot.ipxe";
+    let wait_for = |wanted: &str, within: Duration| {
+        let deadline = Instant::now() + within;
+        loop {
+            let script = get_in(&ns.0, boot).unwrap_or_default();
+            if script.contains(wanted) {
+                return script;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "boot.ipxe never named {wanted}: {script}\nlog: {}",
+                serve_log()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+    let first = wait_for(&format!("http://{prefix}.1:8080/boot/"), Duration::from_secs(20));
+    assert!(!first.contains("auto/"), "{first}");
+
+    // The link's address changes (a new DHCP lease): within the watch interval and a rebuild.
+    ip(&["-n", &ns.0, "addr", "flush", "dev", "bv0"]);
+    ip(&["-n", &ns.0, "addr", "add", &format!("{prefix}.77/24"), "dev", "bv0"]);
+    let changed = Instant::now();
+    let second = wait_for(&format!("http://{prefix}.77:8080/boot/"), Duration::from_secs(15));
+    assert!(!second.contains(&format!("{prefix}.1:")), "{second}");
+    assert!(changed.elapsed() <= Duration::from_secs(12), "{:?}", changed.elapsed());
+    assert!(serve_log().contains("public_url changed"), "{}", serve_log());
+}
