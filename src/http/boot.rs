@@ -1,10 +1,7 @@
 //! Boot script handlers: answers come from the snapshot, already rendered.
 
-use std::sync::Arc;
-
 use std::net::SocketAddr;
 
-use axum::extract::{ConnectInfo, Path, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
@@ -20,10 +17,7 @@ fn script_response(status: StatusCode, body: Bytes) -> Response {
 }
 
 /// `GET /boot.ipxe`: the script every iPXE client chains to first.
-pub(super) async fn generic(
-    State(state): State<Arc<BootState>>,
-    ConnectInfo(client): ConnectInfo<SocketAddr>,
-) -> Response {
+pub(super) fn generic(state: &BootState, client: SocketAddr) -> Response {
     let snapshot = state.snapshot.load();
     tracing::info!(%client, path = "/boot.ipxe", "generic boot script");
     state.recent.record("http", client.ip(), None, None, "generic");
@@ -34,11 +28,7 @@ pub(super) async fn generic(
 /// `GET /boot/<mac>.ipxe` (any common MAC form) and `GET /boot/default.ipxe`. An unknown MAC
 /// answers 404 with the default script as body, so the generic script tries the next NIC; so
 /// does a script that carries a secret asked for by a client that is not its node.
-pub(super) async fn per_mac(
-    State(state): State<Arc<BootState>>,
-    ConnectInfo(client): ConnectInfo<SocketAddr>,
-    Path(file): Path<String>,
-) -> Response {
+pub(super) async fn per_mac(state: &BootState, client: SocketAddr, file: &str) -> Response {
     let snapshot = state.snapshot.load_full();
     let Some(stem) = file.strip_suffix(".ipxe") else {
         return (StatusCode::NOT_FOUND, "not found\n").into_response();

@@ -35,46 +35,65 @@ impl FromStr for MacAddr {
     type Err = ValueError;
 
     fn from_str(text: &str) -> Result<Self, ValueError> {
-        let bad = || {
+        parse_mac(text.as_bytes()).ok_or_else(|| {
             ValueError(format!("{text:?} is not a MAC address (expected e.g. 52:54:00:12:34:56)"))
-        };
-        let digits: String = match text.len() {
-            17 => {
-                let sep = text.as_bytes()[2];
-                if sep != b':' && sep != b'-' {
-                    return Err(bad());
-                }
-                let groups: Vec<&str> = text.split(sep as char).collect();
-                if groups.len() != 6 || groups.iter().any(|g| g.len() != 2) {
-                    return Err(bad());
-                }
-                groups.concat()
-            }
-            14 => {
-                let groups: Vec<&str> = text.split('.').collect();
-                if groups.len() != 3 || groups.iter().any(|g| g.len() != 4) {
-                    return Err(bad());
-                }
-                groups.concat()
-            }
-            12 => text.to_owned(),
-            _ => return Err(bad()),
-        };
-        if !digits.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(bad());
-        }
-        let mut bytes = [0u8; 6];
-        for (i, byte) in bytes.iter_mut().enumerate() {
-            *byte = u8::from_str_radix(&digits[2 * i..2 * i + 2], 16).map_err(|_| bad())?;
-        }
-        Ok(MacAddr(bytes))
+        })
     }
 }
 
+/// The value of one hex digit.
+fn nibble(b: u8) -> Option<u8> {
+    match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        b'A'..=b'F' => Some(b - b'A' + 10),
+        _ => None,
+    }
+}
+
+/// `52:54:00:12:34:56`, `52-54-00-12-34-56`, `5254.0012.3456` or `525400123456`, without
+/// allocating (every boot script request parses one).
+fn parse_mac(text: &[u8]) -> Option<MacAddr> {
+    // The separator's positions, and which separator, by length.
+    let (every, sep) = match text.len() {
+        17 if matches!(text[2], b':' | b'-') => (3, text[2]),
+        14 => (5, b'.'),
+        12 => (usize::MAX, 0),
+        _ => return None,
+    };
+    let mut digits = [0u8; 12];
+    let mut n = 0;
+    for (i, &b) in text.iter().enumerate() {
+        if every != usize::MAX && (i + 1) % every == 0 {
+            if b != sep {
+                return None;
+            }
+            continue;
+        }
+        *digits.get_mut(n)? = nibble(b)?;
+        n += 1;
+    }
+    if n != 12 {
+        return None;
+    }
+    let mut bytes = [0u8; 6];
+    for (i, byte) in bytes.iter_mut().enumerate() {
+        *byte = digits[2 * i] << 4 | digits[2 * i + 1];
+    }
+    Some(MacAddr(bytes))
+}
+
 impl fmt::Display for MacAddr {
+    /// `52:54:00:12:34:56`, written at once (it is in every boot request's log line).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let [a, b, c, d, e, g] = self.0;
-        write!(f, "{a:02x}:{b:02x}:{c:02x}:{d:02x}:{e:02x}:{g:02x}")
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut out = [b':'; 17];
+        for (i, byte) in self.0.iter().enumerate() {
+            out[3 * i] = HEX[usize::from(byte >> 4)];
+            out[3 * i + 1] = HEX[usize::from(byte & 15)];
+        }
+        // Hex digits and colons only.
+        f.pad(std::str::from_utf8(&out).unwrap_or(""))
     }
 }
 
@@ -371,6 +390,11 @@ mod tests {
             "5254.0012.345",
             "52540012345x",
             "52:54:00:12:34:56:",
+            "52:54:00-12:34:56",
+            "5254-0012-3456",
+            "5254.0012:3456",
+            "52:54:00:12:34:é",
+            "52 54 00 12 34 56",
         ] {
             let err = text.parse::<MacAddr>().unwrap_err();
             assert!(err.0.contains("is not a MAC address"), "{text}: {err}");
