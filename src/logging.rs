@@ -154,7 +154,19 @@ impl Visit for Fields<'_, '_> {
     }
 
     fn record_str(&mut self, field: &Field, value: &str) {
-        self.record_debug(field, &value);
+        // What `Debug` writes unchanged (printable ASCII but quote and backslash) goes out as
+        // is; anything else takes `Debug`'s escaping.
+        let plain = value.bytes().all(|b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\');
+        if !plain || field.name() == "message" || field.name().starts_with("log.") {
+            return self.record_debug(field, &value);
+        }
+        if self.result.is_ok() {
+            self.result = self.name(field).and_then(|()| {
+                self.writer.write_char('"')?;
+                self.writer.write_str(value)?;
+                self.writer.write_char('"')
+            });
+        }
     }
 
     fn record_u64(&mut self, field: &Field, value: u64) {
@@ -167,6 +179,33 @@ impl Visit for Fields<'_, '_> {
 
     fn record_bool(&mut self, field: &Field, value: bool) {
         self.integer(field, if value { "true" } else { "false" });
+    }
+}
+
+/// A client's address for a log line, written as `SocketAddr` writes it, without `fmt`'s
+/// machinery for IPv4 (every boot request logs one).
+#[derive(Debug, Clone, Copy)]
+pub struct Peer(pub std::net::SocketAddr);
+
+impl fmt::Display for Peer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let std::net::SocketAddr::V4(v4) = self.0 else { return fmt::Display::fmt(&self.0, f) };
+        let mut out = [0u8; 21];
+        let mut n = 0;
+        let mut put = |bytes: &[u8]| {
+            out[n..n + bytes.len()].copy_from_slice(bytes);
+            n += bytes.len();
+        };
+        for (i, octet) in v4.ip().octets().iter().enumerate() {
+            if i > 0 {
+                put(b".");
+            }
+            put(itoa::Buffer::new().format(*octet).as_bytes());
+        }
+        put(b":");
+        put(itoa::Buffer::new().format(v4.port()).as_bytes());
+        // Digits, dots and a colon only.
+        f.pad(std::str::from_utf8(&out[..n]).unwrap_or(""))
     }
 }
 
@@ -233,6 +272,26 @@ mod tests {
         });
         assert_eq!(ours, stock);
         assert!(ours.contains("  INFO bootvol::logging::tests: boot script client=192.0.2.7:4011 mac=\"52:54:00:00:00:01\" node=\"n\\\"1\" n=3 d=-2 ok=true"), "{ours}");
+        let (ours, stock) = both(|| {
+            let tab = "a\tb";
+            tracing::info!(
+                plain = "x y",
+                quote = "say \"hi\"",
+                backslash = "a\\b",
+                tab,
+                unicode = "é",
+                "strings"
+            );
+        });
+        assert_eq!(ours, stock);
+    }
+
+    #[test]
+    fn peers_print_as_socket_addresses_do() {
+        for text in ["192.0.2.7:4011", "0.0.0.0:0", "255.255.255.255:65535", "[fd77::1]:8080"] {
+            let addr: std::net::SocketAddr = text.parse().unwrap();
+            assert_eq!(Peer(addr).to_string(), addr.to_string());
+        }
     }
 
     #[test]

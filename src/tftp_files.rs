@@ -16,6 +16,7 @@ use bytes::Bytes;
 
 use crate::boot::BootSnapshot;
 use crate::files::{FileError, FileRoot, check_name};
+use crate::logging::Peer;
 use crate::metrics::{FileClass, Metrics, ScriptKind, TftpResult, Transport};
 use crate::model::MacAddr;
 use crate::script_access::ScriptAccess;
@@ -73,13 +74,13 @@ impl TftpBootFiles {
     async fn script(&self, name: &str, peer: SocketAddr) -> Option<Result<Bytes, TftpError>> {
         let snapshot = self.snapshot.load_full();
         if name == "boot.ipxe" {
-            tracing::info!(%peer, file = name, "tftp: generic boot script");
+            tracing::info!(peer = %Peer(peer), file = name, "tftp: generic boot script");
             self.recent.record("tftp", peer.ip(), None, None, "generic");
             self.metrics.script(ScriptKind::Generic, Transport::Tftp);
             return Some(Ok(snapshot.generic_script().clone()));
         }
         if name == "default.ipxe" || name == "boot/default.ipxe" {
-            tracing::info!(%peer, file = name, scenario = "default", "tftp: boot script");
+            tracing::info!(peer = %Peer(peer), file = name, scenario = "default", "tftp: boot script");
             self.recent.record("tftp", peer.ip(), None, None, "default");
             self.metrics.script(ScriptKind::Default, Transport::Tftp);
             return Some(Ok(snapshot.default_script().text.clone()));
@@ -95,14 +96,14 @@ impl TftpBootFiles {
                 Err(TftpError::NotFound)
             }
             Some(script) => {
-                tracing::info!(%peer, %mac, node = script.node.as_deref().unwrap_or("-"), scenario = script.scenario, "tftp: boot script");
+                tracing::info!(peer = %Peer(peer), %mac, node = script.node.as_deref().unwrap_or("-"), scenario = script.scenario, "tftp: boot script");
                 self.recent.record("tftp", peer.ip(), Some(mac), script.node.as_deref(), "script");
                 self.metrics.script(ScriptKind::Node, Transport::Tftp);
                 Ok(script.text.clone())
             }
             None => {
                 self.access.as_if_checked(peer.ip()).await;
-                tracing::info!(%peer, %mac, scenario = "unknown", "tftp: boot script for an unknown MAC");
+                tracing::info!(peer = %Peer(peer), %mac, scenario = "unknown", "tftp: boot script for an unknown MAC");
                 self.recent.record("tftp", peer.ip(), Some(mac), None, "unknown");
                 self.metrics.script(ScriptKind::Unknown, Transport::Tftp);
                 Err(TftpError::NotFound)
@@ -156,8 +157,10 @@ impl Handler for TftpBootFiles {
             .await
             .map_err(|e| TftpError::Io(std::io::Error::other(e.to_string())))?;
         match &result {
-            Ok(bytes) => tracing::debug!(%peer, file = name, bytes = bytes.len(), "tftp: file"),
-            Err(e) => tracing::info!(%peer, file = name, error = %e, "tftp: refused"),
+            Ok(bytes) => {
+                tracing::debug!(peer = %Peer(peer), file = name, bytes = bytes.len(), "tftp: file")
+            }
+            Err(e) => tracing::info!(peer = %Peer(peer), file = name, error = %e, "tftp: refused"),
         }
         result
     }

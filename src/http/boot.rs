@@ -7,6 +7,7 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 
 use super::BootState;
+use crate::logging::Peer;
 use crate::metrics::{ScriptKind, Transport};
 use crate::model::MacAddr;
 
@@ -19,7 +20,7 @@ fn script_response(status: StatusCode, body: Bytes) -> Response {
 /// `GET /boot.ipxe`: the script every iPXE client chains to first.
 pub(super) fn generic(state: &BootState, client: SocketAddr) -> Response {
     let snapshot = state.snapshot.load();
-    tracing::info!(%client, path = "/boot.ipxe", "generic boot script");
+    tracing::info!(client = %Peer(client), path = "/boot.ipxe", "generic boot script");
     state.recent.record("http", client.ip(), None, None, "generic");
     state.metrics.script(ScriptKind::Generic, Transport::Http);
     script_response(StatusCode::OK, snapshot.generic_script().clone())
@@ -34,7 +35,7 @@ pub(super) async fn per_mac(state: &BootState, client: SocketAddr, file: &str) -
         return (StatusCode::NOT_FOUND, "not found\n").into_response();
     };
     if stem == "default" {
-        tracing::info!(%client, mac = "-", node = "-", scenario = "default", "boot script");
+        tracing::info!(client = %Peer(client), mac = "-", node = "-", scenario = "default", "boot script");
         state.recent.record("http", client.ip(), None, None, "default");
         state.metrics.script(ScriptKind::Default, Transport::Http);
         return script_response(StatusCode::OK, snapshot.default_script().text.clone());
@@ -55,17 +56,17 @@ pub(super) async fn per_mac(state: &BootState, client: SocketAddr, file: &str) -
             state.metrics.script(ScriptKind::Node, Transport::Http);
             match &script.problem {
                 None => {
-                    tracing::info!(%client, %mac, node, scenario = script.scenario, "boot script")
+                    tracing::info!(client = %Peer(client), %mac, node, scenario = script.scenario, "boot script")
                 }
                 Some(problem) => {
-                    tracing::warn!(%client, %mac, node, scenario = script.scenario, problem, "boot script")
+                    tracing::warn!(client = %Peer(client), %mac, node, scenario = script.scenario, problem, "boot script")
                 }
             }
             script_response(StatusCode::OK, script.text.clone())
         }
         None => {
             state.access.as_if_checked(client.ip()).await;
-            tracing::info!(%client, %mac, node = "-", scenario = "unknown", "boot script: unknown MAC");
+            tracing::info!(client = %Peer(client), %mac, node = "-", scenario = "unknown", "boot script: unknown MAC");
             state.recent.record("http", client.ip(), Some(mac), None, "unknown");
             state.metrics.script(ScriptKind::Unknown, Transport::Http);
             script_response(StatusCode::NOT_FOUND, snapshot.default_script().text.clone())

@@ -16,6 +16,7 @@ use tower_http::services::ServeFile;
 
 use super::BootState;
 use crate::files::{FileError, FileRoot};
+use crate::logging::Peer;
 
 /// `/files/<path>`: under `[http] files_root`.
 pub(super) async fn serve(
@@ -63,11 +64,11 @@ async fn serve_under(
     let file = match resolved {
         Ok(file) => file,
         Err(FileError::NotFound) => {
-            tracing::info!(%client, %method, path, status = 404, "file");
+            tracing::info!(client = %Peer(client), %method, path, status = 404, "file");
             return (StatusCode::NOT_FOUND, "not found\n").into_response();
         }
         Err(FileError::Denied(why)) => {
-            tracing::warn!(%client, %method, path, status = 403, why, "file refused");
+            tracing::warn!(client = %Peer(client), %method, path, status = 403, why, "file refused");
             return (StatusCode::FORBIDDEN, "forbidden\n").into_response();
         }
     };
@@ -78,11 +79,11 @@ async fn serve_under(
         .map(str::to_owned);
     match ServeFile::new(file).oneshot(request).await {
         Ok(response) => {
-            tracing::info!(%client, %method, path, status = response.status().as_u16(), range, "file");
+            tracing::info!(client = %Peer(client), %method, path, status = response.status().as_u16(), range, "file");
             response.into_response()
         }
         Err(e) => {
-            tracing::warn!(%client, %method, path, error = %e, "file");
+            tracing::warn!(client = %Peer(client), %method, path, error = %e, "file");
             StatusCode::INTERNAL_SERVER_ERROR.into_response()
         }
     }
