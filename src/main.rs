@@ -15,3 +15,9 @@ fn main() -> ExitCode {
         }
     }
 }
+
+/// mimalloc rather than glibc's allocator: it hands freed pages back to the system, so the
+/// memory a snapshot rebuild borrows for a moment does not stay resident, and it is cheaper
+/// per allocation on the boot path.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;

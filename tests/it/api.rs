@@ -588,9 +588,18 @@ fn ports_connectors_targets_and_their_rules() {
         202
     );
     wait_for(&api, "n1", "provision_state", "available");
-    // Deletes.
+    // Deletes. The action writes the new state a moment before it lets go of the node's lock:
+    // until then a change answers 409 (NodeLocked), as Ironic's does, and clients retry.
     let connector_uuid = connector["uuid"].as_str().unwrap();
-    assert_eq!(api.v("DELETE", &format!("/v1/volume/connectors/{connector_uuid}"), None).0, 204);
+    let path = format!("/v1/volume/connectors/{connector_uuid}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let deleted = loop {
+        match api.v("DELETE", &path, None) {
+            (409, _) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+            (status, doc) => break (status, doc),
+        }
+    };
+    assert_eq!(deleted.0, 204, "{}", deleted.1);
     assert_eq!(api.v("DELETE", &format!("/v1/volume/targets/{target_uuid}"), None).0, 204);
     assert_eq!(api.v("DELETE", &format!("/v1/ports/{port_uuid}"), None).0, 204);
     assert_eq!(api.v("GET", &format!("/v1/ports/{port_uuid}"), None).0, 404);
