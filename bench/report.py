@@ -200,10 +200,10 @@ if http:
         p("")
         p(f"{conns} connections:")
         p("")
-        p("| server | requests/s | p99 latency | errors | bootvol / server |")
-        p("|---|---|---|---|---|")
+        p("| server | requests/s | p99 latency | errors | bootvol / server | of the responder's |")
+        p("|---|---|---|---|---|---|")
         for s, (rps, p99, err) in h.items():
-            p(f"| {s} | {rps:.0f} | {p99:.2f} ms | {err:.0f} | {h['bootvol'][0] / rps:.2f}× |")
+            p(f"| {s} | {rps:.0f} | {p99:.2f} ms | {err:.0f} | {h['bootvol'][0] / rps:.2f}× | {rps / h['null-http'][0]:.2f} |")
         p("")
         p("Rounds (requests/s): " + "; ".join(f"{s} {col(f'http{conns}.{s}')}" for s in h) + ".")
     if have("http.bootvol_log_lines"):
@@ -229,13 +229,14 @@ if tftp:
     p("all servers in each call; each run compares the file with `cmp`. Median wall time of a fetch (lower is")
     p("better), with the throughput it implies; the null server (`bench/tools` null-tftp: prepared packets,")
     p("no file reads, no timers) is the limit the client and the kernel allow. tftpd-hpa and dnsmasq do not")
-    p("implement windowsize and answer lock-step.")
+    p("implement windowsize and answer lock-step. In brackets: the throughput, and the fraction of the null")
+    p("server's throughput.")
     p("")
     servers = [s for s in ("bootvol",) + PEERS + ("null-tftp", "baseline") if s in next(iter(tftp.values()))[1]]
     p("| client | " + " | ".join(servers) + " | bootvol / faster peer | bootvol / null |")
     p("|---|" + "---|" * (len(servers) + 2))
     for key, (label, m, ratio, limit) in tftp.items():
-        p(f"| {label} | " + " | ".join(f"{m[s]:.1f} ms ({1000 / m[s]:.0f} MiB/s)" for s in servers) + f" | {ratio:.2f}× | {limit:.2f} |")
+        p(f"| {label} | " + " | ".join(f"{m[s]:.1f} ms ({1000 / m[s]:.0f} MiB/s, {m['null-tftp'] / m[s]:.2f})" for s in servers) + f" | {ratio:.2f}× | {limit:.2f} |")
 
 if storms:
     p("")
@@ -249,13 +250,18 @@ if storms:
         p("")
         p(f"{int(n):,} clients:")
         p("")
-        p("| server | failures (worst round) | total time | aggregate | p99 per client | generator CPU |")
-        p("|---|---|---|---|---|---|")
+        p("| server | failures (worst round) | total time | aggregate | of the null server's | p99 per client | generator CPU |")
+        p("|---|---|---|---|---|---|---|")
         for srv, v in s.items():
             gone = rows(f"exited.{srv}")
             if gone and int(gone[0][0]) <= int(n):
                 srv = f"{srv} (exited during the {int(gone[0][0]):,}-client rounds)"
-            p(f"| {srv} | {v['fail']:.0f} | {v['secs']:.2f} s | {v['mibs']:.1f} MiB/s | {v['p99']:.2f} s | {v['cpu']:.0f}% |")
+            p(f"| {srv} | {v['fail']:.0f} | {v['secs']:.2f} s | {v['mibs']:.1f} MiB/s | {v['mibs'] / s['null-tftp']['mibs']:.2f} | {v['p99']:.2f} s | {v['cpu']:.0f}% |")
+        busy = [srv for srv, v in s.items() if v["cpu"] >= 90]
+        if busy:
+            p("")
+            p(f"The generator used {max(v['cpu'] for v in s.values()):.0f}% of its core against {', '.join(busy)}: there, the figure is the generator's")
+            p("limit, and that server's true one is higher.")
 
 if boot:
     p("")

@@ -20,7 +20,9 @@ for _ in $(seq 1 "$ROUNDS"); do
       cmd=${template//PORT/$port}; cmd=${cmd//OUTFILE/$out}
       cmds+=("$cmd && cmp -s $out $WORK/tftp/1m.bin"); names+=(-n "$name")
     done
-    on_load hyperfine --warmup 2 --runs "$TFTP_RUNS" --export-json "$WORK/h.json" "${names[@]}" "${cmds[@]}" >/dev/null
+    # Its warnings (outliers...) go to a log; a failed fetch (a wrong byte) ends the run.
+    on_load hyperfine --warmup 2 --runs "$TFTP_RUNS" --export-json "$WORK/h.json" "${names[@]}" "${cmds[@]}" \
+      >/dev/null 2>>"$LOGS/hyperfine.log" || { tail -20 "$LOGS/hyperfine.log" >&2; exit 1; }
     python3 - "$WORK/h.json" "$WORK/res" "$key" <<'PY'
 import json, sys, statistics
 for res in json.load(open(sys.argv[1]))["results"]:
