@@ -32,15 +32,15 @@
 //! socket's IP: with a wildcard listener (`0.0.0.0`) replies leave by the routing table and are
 //! not bound to a device.
 
+mod engine;
 mod packet;
 mod transfer;
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::io;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -48,8 +48,9 @@ use tokio::net::UdpSocket;
 use tokio::task::{Id, JoinSet};
 use tokio_util::sync::CancellationToken;
 
+use engine::Engine;
 use packet::{Mode, Packet, Request, code};
-use transfer::{Action, Negotiated, Outcome, Transfer};
+use transfer::{Negotiated, Outcome, Transfer};
 
 /// Limits applied to what clients ask for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -235,7 +236,7 @@ pub async fn serve_with_heartbeat<H: Handler>(
         open: HashMap::new(),
         clients: HashMap::new(),
         per_client: HashMap::new(),
-        waker: Arc::new(std::net::UdpSocket::bind((local_ip, 0))?),
+        engine: Engine::start()?,
         refused: Refused::default(),
         reply: Vec::new(),
     };
@@ -277,9 +278,8 @@ struct Listener<H> {
     /// they hold a socket until they end), and how many each address has.
     clients: HashMap<Id, IpAddr>,
     per_client: HashMap<IpAddr, usize>,
-    /// The one socket that wakes transfer threads to stop them (see [`StopOnDrop`]), so that a
-    /// transfer holds one descriptor, not two.
-    waker: Arc<std::net::UdpSocket>,
+    /// The loop every transfer's packets go through.
+    engine: Arc<Engine>,
     refused: Refused,
     /// Buffer for ERROR replies from the listening socket.
     reply: Vec<u8>,
@@ -356,7 +356,7 @@ impl<H: Handler> Listener<H> {
             peer,
             self.local_ip,
             self.config,
-            Arc::clone(&self.waker),
+            Arc::clone(&self.engine),
             cancel.clone(),
         );
         let task = self.transfers.spawn(async move {
@@ -459,12 +459,12 @@ async fn run_transfer<H: Handler>(
     peer: SocketAddr,
     local_ip: IpAddr,
     config: TftpConfig,
-    waker: Arc<std::net::UdpSocket>,
+    engine: Arc<Engine>,
     cancel: CancellationToken,
 ) {
     let started = Instant::now();
     let (end, stats) =
-        serve_request(&*handler, &request, peer, local_ip, config, waker, &cancel).await;
+        serve_request(&*handler, &request, peer, local_ip, config, &engine, &cancel).await;
     log_end(&request.filename, peer, started, &stats, &end);
     let result = match &end {
         End::Protocol(Outcome::Complete) => TransferResult::Complete,
@@ -487,7 +487,7 @@ async fn serve_request<H: Handler>(
     peer: SocketAddr,
     local_ip: IpAddr,
     config: TftpConfig,
-    waker: Arc<std::net::UdpSocket>,
+    engine: &Engine,
     cancel: &CancellationToken,
 ) -> (End, Stats) {
     let contents = match &request.mode {
@@ -512,242 +512,12 @@ async fn serve_request<H: Handler>(
     };
     let negotiated = Negotiated::new(&request.options, data.len() as u64, &config);
     let transfer = Transfer::new(data, &negotiated, config.max_retries);
-    // tokio hands the socket back non-blocking; the transfer thread blocks on it.
-    let socket = match socket.into_std().and_then(|s| s.set_nonblocking(false).map(|()| s)) {
+    // tokio hands the socket back non-blocking, as the transfer loop wants it.
+    let socket = match socket.into_std() {
         Ok(socket) => socket,
         Err(e) => return (End::Io(e), Stats::default()),
     };
-    run_on_thread(socket, transfer, peer, negotiated.timeout, waker, cancel).await
-}
-
-/// Stack of a transfer thread: the loop keeps a 1 KiB receive buffer and little else.
-const TRANSFER_STACK: usize = 256 * 1024;
-
-/// Runs the packet loop on a thread of its own, with blocking calls, and waits for it.
-///
-/// Why a thread and not the task itself: a lock-step transfer is one round trip per block, and
-/// measured on loopback, waking a tokio task through epoll added about a microsecond per block,
-/// enough to lose to tftpd-hpa and atftpd; a blocking `recvfrom` on a thread (what those
-/// servers do, with a process or thread per transfer) did not. The task still owns the
-/// transfer's life: when it is cancelled or dropped (superseded, or aborted after the drain
-/// period), [`StopOnDrop`] stops the thread.
-async fn run_on_thread(
-    socket: std::net::UdpSocket,
-    mut transfer: Transfer,
-    peer: SocketAddr,
-    timeout: Duration,
-    waker: Arc<std::net::UdpSocket>,
-    cancel: &CancellationToken,
-) -> (End, Stats) {
-    let stopper = match StopOnDrop::new(&socket, waker) {
-        Ok(stopper) => stopper,
-        Err(e) => return (End::Io(e), Stats::default()),
-    };
-    let stop = Arc::clone(&stopper.stop);
-    let (done_tx, done_rx) = tokio::sync::oneshot::channel();
-    let spawned = std::thread::Builder::new()
-        .name("tftp-transfer".to_owned())
-        .stack_size(TRANSFER_STACK)
-        .spawn(move || {
-            let end = drive(&socket, &mut transfer, peer, timeout, &stop);
-            let stats = Stats {
-                bytes: transfer.bytes_acknowledged(),
-                blocks: transfer.blocks_sent(),
-                resent: transfer.blocks_resent(),
-            };
-            // The receiver is gone only if the task was dropped; nobody is left to tell.
-            let _ = done_tx.send((end, stats));
-        });
-    if let Err(e) = spawned {
-        return (End::Io(e), Stats::default());
-    }
-    let mut done_rx = done_rx;
-    tokio::select! {
-        done = &mut done_rx => {
-            stopper.disarm(); // the thread is finished: nothing to wake
-            let died = || (End::Io(io::Error::other("transfer thread died")), Stats::default());
-            done.unwrap_or_else(|_| died())
-        }
-        () = cancel.cancelled() => {
-            drop(stopper); // the thread stops at once, and reports its counters
-            (End::Superseded, done_rx.await.map(|(_, stats)| stats).unwrap_or_default())
-        }
-    }
-}
-
-/// Stops a transfer thread when dropped: raises its flag, then wakes its blocking receive with
-/// an empty datagram sent to its socket from the server's one waker socket (an address that is
-/// not the peer's, which makes the thread look at the flag). Sharing the waker rather than
-/// cloning the transfer's socket keeps a transfer at one file descriptor.
-#[derive(Debug)]
-struct StopOnDrop {
-    stop: Arc<AtomicBool>,
-    socket: Arc<std::net::UdpSocket>,
-    wake_to: SocketAddr,
-    armed: bool,
-}
-
-impl StopOnDrop {
-    fn new(
-        socket: &std::net::UdpSocket,
-        waker: Arc<std::net::UdpSocket>,
-    ) -> io::Result<StopOnDrop> {
-        let mut wake_to = socket.local_addr()?;
-        if wake_to.ip().is_unspecified() {
-            // Bound to the wildcard address: reach the socket through loopback.
-            wake_to.set_ip(match wake_to {
-                SocketAddr::V4(_) => Ipv4Addr::LOCALHOST.into(),
-                SocketAddr::V6(_) => Ipv6Addr::LOCALHOST.into(),
-            });
-        }
-        let stop = Arc::new(AtomicBool::new(false));
-        Ok(StopOnDrop { stop, socket: waker, wake_to, armed: true })
-    }
-
-    /// Drops without waking anything: for a thread known to have finished.
-    fn disarm(mut self) {
-        self.armed = false;
-    }
-}
-
-impl Drop for StopOnDrop {
-    fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        self.stop.store(true, Ordering::Relaxed);
-        // If this fails the thread still sees the flag at its next packet or timeout.
-        let _ = self.socket.send_to(&[], self.wake_to);
-    }
-}
-
-/// The packet loop of one transfer, blocking: performs the transfer's actions, feeds it packets
-/// and timeouts, until it is done or `stop` is raised.
-fn drive(
-    socket: &std::net::UdpSocket,
-    transfer: &mut Transfer,
-    peer: SocketAddr,
-    timeout: Duration,
-    stop: &AtomicBool,
-) -> End {
-    // One send buffer for the whole transfer: every DATA packet is built in it.
-    let mut buf = Vec::with_capacity(packet::DATA_HEADER_LEN + transfer.block_size());
-    let mut incoming = [0u8; MAX_REPLY_LEN];
-    let mut waiter = Waiter::new(socket, timeout);
-    let mut action = transfer.start();
-    loop {
-        if stop.load(Ordering::Relaxed) {
-            return End::Superseded;
-        }
-        match action {
-            Action::Done(outcome) => return End::Protocol(outcome),
-            Action::Wait => {}
-            Action::SendOack(options) => {
-                packet::encode_oack(&mut buf, &options);
-                if let Err(e) = socket.send_to(&buf, peer) {
-                    return End::Io(e);
-                }
-                waiter.sent();
-            }
-            Action::Send(window) => {
-                for index in window.blocks() {
-                    let (block, data) = transfer.block(index);
-                    packet::encode_data(&mut buf, block, data);
-                    if let Err(e) = socket.send_to(&buf, peer) {
-                        return End::Io(e);
-                    }
-                }
-                waiter.sent();
-            }
-        }
-        action = match waiter.recv(&mut incoming) {
-            Err(e) => return End::Io(e),
-            Ok(None) => transfer.on_timeout(),
-            Ok(Some(_)) if stop.load(Ordering::Relaxed) => return End::Superseded,
-            Ok(Some((len, from))) if from == peer => on_packet(transfer, &incoming[..len]),
-            Ok(Some((len, from))) => {
-                // RFC 1350: a packet from another TID gets ERROR 5 and the transfer goes on.
-                // An ERROR is not answered, so that two servers cannot ping-pong.
-                if !incoming[..len].starts_with(&[0, 5]) {
-                    packet::encode_error(
-                        &mut buf,
-                        code::UNKNOWN_TRANSFER_ID,
-                        "unknown transfer ID",
-                    );
-                    let _ = socket.send_to(&buf, from);
-                }
-                Action::Wait
-            }
-        };
-    }
-}
-
-/// Blocking receive against the retransmission deadline, with the socket's receive timeout
-/// (`SO_RCVTIMEO`) as the clock. The common case costs no extra system call: right after a send
-/// the wait is the full `timeout`, which is what the socket is already set to. Only after a
-/// packet that did not move the transfer on (a duplicate, a stranger) is the timeout shortened
-/// to what is left, so that such packets cannot postpone a retransmission.
-#[derive(Debug)]
-struct Waiter<'a> {
-    socket: &'a std::net::UdpSocket,
-    timeout: Duration,
-    deadline: Instant,
-    /// What `SO_RCVTIMEO` is set to now (`None`: not set yet).
-    armed: Option<Duration>,
-    just_sent: bool,
-}
-
-impl<'a> Waiter<'a> {
-    fn new(socket: &'a std::net::UdpSocket, timeout: Duration) -> Waiter<'a> {
-        Waiter {
-            socket,
-            timeout,
-            deadline: Instant::now() + timeout,
-            armed: None,
-            just_sent: false,
-        }
-    }
-
-    fn sent(&mut self) {
-        self.deadline = Instant::now() + self.timeout;
-        self.just_sent = true;
-    }
-
-    /// The next datagram, or `None` when the deadline passed.
-    fn recv(&mut self, buf: &mut [u8]) -> io::Result<Option<(usize, SocketAddr)>> {
-        let wait = if self.just_sent {
-            self.timeout
-        } else {
-            self.deadline.saturating_duration_since(Instant::now())
-        };
-        self.just_sent = false;
-        // SO_RCVTIMEO has microsecond resolution, and zero would mean "wait forever".
-        if wait < Duration::from_micros(1) {
-            return Ok(None);
-        }
-        if self.armed != Some(wait) {
-            self.socket.set_read_timeout(Some(wait))?;
-            self.armed = Some(wait);
-        }
-        match self.socket.recv_from(buf) {
-            Ok(received) => Ok(Some(received)),
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
-                Ok(None)
-            }
-            // A signal: just wait again (with what is left).
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => self.recv(buf),
-            Err(e) => Err(e),
-        }
-    }
-}
-
-fn on_packet(transfer: &mut Transfer, datagram: &[u8]) -> Action {
-    match Packet::parse(datagram) {
-        Ok(Packet::Ack { block }) => transfer.on_ack(block),
-        Ok(Packet::Error { code, message }) => transfer.on_error(code, &message),
-        // A repeated RRQ, DATA, OACK or garbage from the peer: nothing a reader server acts on.
-        _ => Action::Wait,
-    }
+    engine.run(socket, transfer, peer, negotiated.timeout, cancel).await
 }
 
 fn log_end(file: &str, peer: SocketAddr, started: Instant, stats: &Stats, end: &End) {

@@ -247,10 +247,6 @@ impl Transfer {
         (index as u16, &self.data[start as usize..end as usize])
     }
 
-    pub(crate) fn block_size(&self) -> usize {
-        self.block_size as usize
-    }
-
     /// Bytes the peer has acknowledged.
     pub(crate) fn bytes_acknowledged(&self) -> u64 {
         (self.acked * self.block_size).min(self.data.len() as u64)
