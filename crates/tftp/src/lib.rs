@@ -227,6 +227,7 @@ pub async fn serve_with_heartbeat<H: Handler>(
     mut heartbeat: impl Heartbeat,
 ) -> io::Result<()> {
     let local_ip = socket.local_addr()?.ip();
+    widen_receive_buffer(&socket);
     let mut listener = Listener {
         local_ip,
         socket,
@@ -261,6 +262,29 @@ pub async fn serve_with_heartbeat<H: Handler>(
     drop(socket);
     drain_transfers(transfers, drain).await;
     Ok(())
+}
+
+/// What the listening socket asks the kernel to queue: a boot storm's requests arrive at once
+/// (500 RRQs take about 500 KiB of socket buffer, past the usual 208 KiB default), and a request
+/// dropped there costs its client a retransmission timeout, seconds. The kernel caps it at
+/// `net.core.rmem_max` (raised by the appliance's `sysctl.d`).
+const LISTEN_RECEIVE_BUFFER: usize = 4 * 1024 * 1024;
+
+/// Asks for [`LISTEN_RECEIVE_BUFFER`] on the listening socket; logs what the kernel granted.
+fn widen_receive_buffer(socket: &UdpSocket) {
+    let socket = socket2::SockRef::from(socket);
+    if let Err(e) = socket.set_recv_buffer_size(LISTEN_RECEIVE_BUFFER) {
+        tracing::warn!(error = %e, "tftp: cannot set the listening socket's receive buffer");
+    }
+    // Linux reports twice what it reserves for data (the other half is bookkeeping).
+    let granted = socket.recv_buffer_size().unwrap_or(0) / 2;
+    if granted < LISTEN_RECEIVE_BUFFER {
+        tracing::info!(
+            granted,
+            wanted = LISTEN_RECEIVE_BUFFER,
+            "tftp: the listening socket's receive buffer is capped by net.core.rmem_max: a burst of requests past it is dropped and retried by clients"
+        );
+    }
 }
 
 /// The listening socket and the transfers it started. Owned by the `serve` loop alone, so the
