@@ -260,8 +260,8 @@ systemctl --root="$tree" --quiet mask apt-daily.timer apt-daily-upgrade.timer e2
     e2scrub_reap.service fstrim.timer dpkg-db-backup.timer 2> /dev/null || true
 mkdir -p "$tree/usr/lib/systemd/system/boot-complete.target.requires"
 ln -sf ../bootvol.service "$tree/usr/lib/systemd/system/boot-complete.target.requires/bootvol.service"
-# PID 1 from the initramfs; a machine id made at boot.
-ln -sf usr/lib/systemd/systemd "$tree/init"
+# PID 1 from the initramfs (a few modules first, then systemd); a machine id made at boot.
+ln -sf usr/lib/bootvol/init "$tree/init"
 : > "$tree/etc/machine-id"
 echo bootvol > "$tree/etc/hostname"
 cp "$work/manifest.txt" "$tree/usr/share/bootvol/manifest.txt"

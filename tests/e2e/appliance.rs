@@ -189,6 +189,99 @@ fn appliance_round(name: &'static str, firmware: Firmware) {
     appliance.power_off(Duration::from_secs(60));
 }
 
+/// Slot updates under OVMF: a new slot that cannot boot (its initramfs is junk, so the kernel
+/// panics and reboots) is tried three times, then systemd-boot falls back to slot `a`; a new slot
+/// that boots is marked good by systemd-bless-boot once bootvol has started. The slots are
+/// written here with mtools as `bootvol-update` writes them in the appliance: `/b/vmlinuz`,
+/// `/b/initrd.img` and `loader/entries/bootvol-<N>+3.conf`, `loader.conf` untouched (no
+/// `default`).
+#[test]
+fn appliance_uefi_falls_back_from_a_broken_slot() {
+    let name = "appliance_uefi_falls_back_from_a_broken_slot";
+    let Some(image) = appliance_image(name) else { return };
+    let Some(e2e) = begin(name, &[BASE, OVMF, LAN, TOOLS, &[Need::Tool("mdir", "mtools")]]) else {
+        return;
+    };
+    let disk = e2e.path("appliance.img");
+    std::fs::copy(&image, &disk).expect("copying the appliance image");
+    let (esp_start, _) = gpt_partition(&disk, "bootvol-esp");
+    let esp = format!("{}@@{esp_start}", disk.display());
+    let mtools = |program: &str, args: &[&str]| {
+        run(command(program).env("MTOOLS_SKIP_CHECK", "1").args(["-i", &esp]).args(args))
+    };
+    let entries = || {
+        let mut names: Vec<String> = mtools("mdir", &["-b", "::/loader/entries"])
+            .lines()
+            .filter_map(|l| l.rsplit('/').next().map(str::to_owned))
+            .filter(|n| n.ends_with(".conf"))
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(entries(), ["bootvol-1.conf"]);
+    let options = mtools("mtype", &["::/loader/entries/bootvol-1.conf"])
+        .lines()
+        .find_map(|l| l.strip_prefix("options ").map(str::to_owned))
+        .expect("options in bootvol-1.conf");
+    let entry = |version: u32| {
+        format!(
+            "title bootvol (slot b)\nversion {version}\nsort-key bootvol\nlinux /b/vmlinuz\n\
+             initrd /b/initrd.img\noptions {} panic=1\n",
+            options.replace("bootvol.slot=a", "bootvol.slot=b")
+        )
+    };
+    let put = |name: &str, data: &[u8], to: &str| {
+        let path = e2e.path(name);
+        std::fs::write(&path, data).unwrap();
+        mtools("mcopy", &["-o", path.to_str().unwrap(), to]);
+    };
+    let vmlinuz = e2e.path("vmlinuz");
+    mtools("mcopy", &["::/a/vmlinuz", vmlinuz.to_str().unwrap()]);
+    mtools("mcopy", &[vmlinuz.to_str().unwrap(), "::/b/vmlinuz"]);
+
+    // A broken slot b, version 2, three tries.
+    put(
+        "broken-initrd.img",
+        &[b"not an initramfs\n".as_slice(), &[0u8; 495]].concat(),
+        "::/b/initrd.img",
+    );
+    put("bootvol-2+3.conf", entry(2).as_bytes(), "::/loader/entries/bootvol-2+3.conf");
+    let netns = Netns::new();
+    bridge(&netns);
+    let _dnsmasq = start_dnsmasq(&netns, e2e.dir.path());
+    let mut appliance = Appliance::start(e2e.dir.path(), &netns, Firmware::Uefi, &disk, 1);
+    let ready = appliance.wait_for(SERVING, Duration::from_secs(240));
+    let console = appliance.serial();
+    let panics = console.matches("Kernel panic").count();
+    eprintln!(
+        "{name}: slot a serving after {panics} panics of slot b, {:.1} s",
+        ready.as_secs_f64()
+    );
+    assert!(console.contains("bootvol.slot=a"), "{}", appliance.report());
+    assert_eq!(panics, 3, "slot b should have been tried three times\n{}", appliance.report());
+    appliance.power_off(Duration::from_secs(60));
+    assert_eq!(entries(), ["bootvol-1.conf", "bootvol-2+0-3.conf"], "after the fallback");
+
+    // A good slot b, version 3 (the broken entry is what bootvol-update deletes first).
+    mtools("mdel", &["::/loader/entries/bootvol-2+0-3.conf"]);
+    let initrd = e2e.path("initrd.img");
+    mtools("mcopy", &["::/a/initrd.img", initrd.to_str().unwrap()]);
+    mtools("mcopy", &["-o", initrd.to_str().unwrap(), "::/b/initrd.img"]);
+    put("bootvol-3+3.conf", entry(3).as_bytes(), "::/loader/entries/bootvol-3+3.conf");
+    let mut appliance = Appliance::start(e2e.dir.path(), &netns, Firmware::Uefi, &disk, 2);
+    appliance.wait_for(SERVING, Duration::from_secs(150));
+    // systemd's status line, shortened in the middle to fit the console:
+    // "[  OK  ] Finished systemd-bless-boo…rrent Boot Loader Entry as Good."
+    appliance.wait_for_line(
+        |line| line.contains("Finished") && line.contains("Entry as Good"),
+        "systemd-bless-boot.service finished",
+        Duration::from_secs(180),
+    );
+    assert!(appliance.serial().contains("bootvol.slot=b"), "{}", appliance.report());
+    appliance.power_off(Duration::from_secs(60));
+    assert_eq!(entries(), ["bootvol-1.conf", "bootvol-3.conf"], "slot b blessed");
+}
+
 /// The password the appliance shows on its console on first boot.
 fn one_time_password(console: &str) -> Option<String> {
     console.lines().find_map(|line| {
@@ -367,8 +460,18 @@ impl Appliance {
 
     /// Waits until `text` is on the console; the time since power-on.
     fn wait_for(&mut self, text: &str, deadline: Duration) -> Duration {
+        self.wait_for_line(|line| line.contains(text), text, deadline)
+    }
+
+    /// Waits until a line of the console matches; the time since power-on.
+    fn wait_for_line(
+        &mut self,
+        matches: impl Fn(&str) -> bool,
+        text: &str,
+        deadline: Duration,
+    ) -> Duration {
         loop {
-            if self.serial().contains(text) {
+            if self.serial().lines().any(&matches) {
                 return self.started.elapsed();
             }
             if let Some(status) = self.qemu.try_status() {
