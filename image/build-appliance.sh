@@ -6,6 +6,7 @@
 #
 #   image/build-appliance.sh [--out DIR] [--bootvol BINARY] [--kernel PACKAGE] [--level N]
 #                            [--mirror URL] [--security-mirror URL] [--refresh] [--assemble-only]
+#                            [--root-only] [--measure]
 #
 #   --out DIR            outputs (default target/appliance): bootvol-appliance.img (raw disk),
 #                        bootvol-appliance.img.zst, manifest.txt (package=version), vmlinuz,
@@ -18,6 +19,9 @@
 #   --security-mirror URL  (default http://deb.debian.org/debian-security)
 #   --refresh            rebuild the root tree even if the cache holds one for these inputs
 #   --assemble-only      do not run mmdebstrap: fail unless the cached root tree exists
+#   --root-only          stage 1 only (needs no bootvol binary: CI runs it beside cargo build)
+#   --measure            then boot the image under QEMU (TCG, SeaBIOS and OVMF, -smp 2 -m 1024,
+#                        user-mode network) and add power-on -> "serving" to the figures
 #
 # Stage 1 (about 1-2 min, cached under target/appliance-cache/ keyed by its inputs: the options,
 # the package list, apt's candidate versions of those packages on this machine, the mirrors and
@@ -38,6 +42,8 @@ mirror=http://deb.debian.org/debian
 security_mirror=http://deb.debian.org/debian-security
 refresh=0
 assemble_only=0
+root_only=0
+measure=0
 while [ $# -gt 0 ]; do
     case $1 in
         --out) out=$2; shift 2 ;;
@@ -48,6 +54,8 @@ while [ $# -gt 0 ]; do
         --security-mirror) security_mirror=$2; shift 2 ;;
         --refresh) refresh=1; shift ;;
         --assemble-only) assemble_only=1; shift ;;
+        --root-only) root_only=1; shift ;;
+        --measure) measure=1; shift ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         *) echo "build-appliance: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
@@ -92,7 +100,7 @@ if [ ${#need_pkgs[@]} -gt 0 ]; then
     say "installing on this machine: ${need_pkgs[*]}"
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${need_pkgs[@]}"
 fi
-[ -x "$bootvol_bin" ] || die "$bootvol_bin is missing: cargo build --release --locked first (or --bootvol)"
+[ "$root_only" = 1 ] || [ -x "$bootvol_bin" ] || die "$bootvol_bin is missing: cargo build --release --locked first (or --bootvol)"
 
 mkdir -p "$out" "$cache"
 out=$(cd "$out" && pwd)
@@ -158,6 +166,8 @@ if [ "$refresh" = 1 ] || [ ! -s "$rootfs_tar" ]; then
 else
     say "stage 1: cached root tree $rootfs_tar"
 fi
+
+[ "$root_only" = 0 ] || { say "stage 1 done: $rootfs_tar"; exit 0; }
 
 # --- stage 2: assembly (no loop devices, no mounts) -----------------------------------------
 work=$(mktemp -d "$cache/assemble.XXXXXX")
@@ -355,5 +365,43 @@ zst_bytes=$(stat -c %s "$out/bootvol-appliance.img.zst")
     echo "SOURCE_DATE_EPOCH:    $SOURCE_DATE_EPOCH"
     echo "build time:           $(( $(date +%s) - t_start )) s"
 } > "$out/figures.txt"
+
+# measure_boot bios|uefi: seconds from QEMU's start to bootvol's "serving" line on the serial
+# console (the appliance's first boot, no DHCP answer needed: QEMU's user network gives one).
+measure_boot() {
+    local fw=$1 dir=$work/measure-$1 start pid elapsed=timeout
+    local args=(-machine q35,graphics=off -accel tcg -smp 2 -m 1024 -nodefaults -display none
+        -serial "file:$dir/serial.log" -drive "if=none,id=d,format=raw,file=$dir/disk.img"
+        -device virtio-blk-pci,drive=d,bootindex=0 -netdev user,id=n0
+        -device virtio-net-pci,netdev=n0,romfile=)
+    mkdir -p "$dir"
+    cp --sparse=always "$out/bootvol-appliance.img" "$dir/disk.img"
+    if [ "$fw" = uefi ]; then
+        cp /usr/share/OVMF/OVMF_VARS_4M.fd "$dir/vars.fd"
+        args+=(-drive if=pflash,format=raw,unit=0,readonly=on,file=/usr/share/OVMF/OVMF_CODE_4M.fd
+            -drive "if=pflash,format=raw,unit=1,file=$dir/vars.fd")
+    fi
+    start=$(date +%s%N)
+    qemu-system-x86_64 "${args[@]}" > "$dir/qemu.log" 2>&1 &
+    pid=$!
+    while kill -0 "$pid" 2> /dev/null && [ $(( ($(date +%s%N) - start) / 1000000000 )) -lt 180 ]; do
+        if grep -qa "serving http=" "$dir/serial.log" 2> /dev/null; then
+            elapsed=$(awk -v ns=$(( $(date +%s%N) - start )) 'BEGIN { printf "%.1f s", ns / 1e9 }')
+            break
+        fi
+        sleep 0.2
+    done
+    kill "$pid" 2> /dev/null || true
+    wait "$pid" 2> /dev/null || true
+    echo "$elapsed"
+}
+if [ "$measure" = 1 ]; then
+    say "measuring power-on -> bootvol serving under QEMU TCG"
+    command -v qemu-system-x86_64 > /dev/null || die "--measure needs qemu-system-x86 (and ovmf)"
+    bios=$(measure_boot bios)
+    uefi=$(measure_boot uefi)
+    echo "power-on -> serving:  SeaBIOS $bios, OVMF $uefi (QEMU TCG -smp 2 -m 1024; target <= 25 s)" \
+        >> "$out/figures.txt"
+fi
 say "done: $out/bootvol-appliance.img"
 cat "$out/figures.txt"

@@ -1,5 +1,5 @@
-//! The appliance, proven by a second machine booting through it (issue 13). Slow: about a
-//! minute and a half per firmware.
+//! The appliance, proven by a second machine booting through it (issue 13). Slow: one to two
+//! minutes per firmware.
 //!
 //! VM 1 boots the appliance disk image that `image/build-appliance.sh` built beforehand
 //! (`target/appliance/bootvol-appliance.img`, or `BOOTVOL_APPLIANCE_IMAGE`), under SeaBIOS
@@ -13,6 +13,12 @@
 //! listener (served past the neighbour check: VM 2 is on the appliance's L2) and boots the
 //! volume. The test then creates a node through the appliance's API, powers VM 1 off (ACPI),
 //! boots it again and finds both nodes there.
+//!
+//! The UEFI run boots again twice, through slot updates written as `bootvol-update` writes
+//! them (`/b/vmlinuz`, `/b/initrd.img`, `loader/entries/bootvol-<N>+3.conf`, no `default` in
+//! `loader.conf`), with mtools on the image: a slot b whose initramfs is junk (the kernel panics
+//! and reboots) is tried three times, then systemd-boot falls back to slot a; a good slot b is
+//! booted and marked good by systemd-bless-boot once bootvol has started.
 //!
 //! Without the image the tests skip, saying so, unless `BOOTVOL_REQUIRE_APPLIANCE=1` (CI), which
 //! makes a missing image a failure. Everything else is required as for the other boots
@@ -44,8 +50,14 @@ const NODE_TAP: &str = "bve2e1";
 /// bootvol's log line once its listeners are bound (on the appliance's console).
 const SERVING: &str = "serving http=0.0.0.0:8080";
 const ADMIN_PASSWORD: &str = "e2e-appliance-admin-pw";
+const NODES: [&str; 2] = ["e2e-appliance-node", "e2e-made-through-the-api"];
 
-const TOOLS: &[Need] = &[Need::Tool("curl", "curl"), Need::Tool("mkfs.ext4", "e2fsprogs")];
+const TOOLS: &[Need] = &[
+    Need::Tool("curl", "curl"),
+    Need::Tool("mkfs.ext4", "e2fsprogs"),
+    Need::Tool("mcopy", "mtools"),
+    Need::Tool("mdir", "mtools"),
+];
 
 /// The image, or `None` (after saying why) when the test is to be skipped.
 fn appliance_image(name: &str) -> Option<PathBuf> {
@@ -76,8 +88,11 @@ fn appliance_bios_serves_a_node_and_keeps_its_data() {
 }
 
 #[test]
-fn appliance_uefi_serves_a_node_and_keeps_its_data() {
-    appliance_round("appliance_uefi_serves_a_node_and_keeps_its_data", Firmware::Uefi);
+fn appliance_uefi_serves_a_node_and_falls_back_from_a_broken_slot() {
+    appliance_round(
+        "appliance_uefi_serves_a_node_and_falls_back_from_a_broken_slot",
+        Firmware::Uefi,
+    );
 }
 
 fn appliance_round(name: &'static str, firmware: Firmware) {
@@ -105,7 +120,7 @@ fn appliance_round(name: &'static str, firmware: Firmware) {
         &disk,
         seed_password,
         &json!({"nodes": [{
-            "name": "e2e-appliance-node",
+            "name": NODES[0],
             "storage_interface": "external", "provision_state": "active",
             "properties": {"capabilities": "iscsi_boot:true"},
             "ports": [{"address": node_mac}],
@@ -142,7 +157,7 @@ fn appliance_round(name: &'static str, firmware: Firmware) {
         })
     };
     let api = Api { netns: netns.name().to_owned(), password };
-    assert_eq!(api.request("GET", "/v1/nodes/e2e-appliance-node", None).0, 200);
+    assert_eq!(api.request("GET", &format!("/v1/nodes/{}", NODES[0]), None).0, 200);
 
     // The node boots through the appliance.
     let vm = Vm::new(
@@ -170,106 +185,46 @@ fn appliance_round(name: &'static str, firmware: Firmware) {
     let (status, body) = api.request(
         "POST",
         "/v1/nodes",
-        Some(r#"{"name": "e2e-made-through-the-api", "driver": "fake"}"#),
+        Some(&format!(r#"{{"name": "{}", "driver": "fake"}}"#, NODES[1])),
     );
     assert_eq!(status, 201, "creating a node through the appliance's API: {body}");
     appliance.power_off(Duration::from_secs(60));
-    let mut appliance = Appliance::start(e2e.dir.path(), &netns, firmware, &disk, 2);
-    let ready = appliance.wait_for(SERVING, Duration::from_secs(150));
-    eprintln!("{name}: second boot -> bootvol serving: {:.1} s", ready.as_secs_f64());
-    for node in ["e2e-appliance-node", "e2e-made-through-the-api"] {
-        let (status, body) = api.request("GET", &format!("/v1/nodes/{node}"), None);
-        assert_eq!(status, 200, "{node} after the reboot: {body}\n{}", appliance.report());
-    }
-    assert!(
-        one_time_password(&appliance.serial()).is_none(),
-        "a second one-time password on the second boot\n{}",
-        appliance.report()
-    );
-    appliance.power_off(Duration::from_secs(60));
-}
 
-/// Slot updates under OVMF: a new slot that cannot boot (its initramfs is junk, so the kernel
-/// panics and reboots) is tried three times, then systemd-boot falls back to slot `a`; a new slot
-/// that boots is marked good by systemd-bless-boot once bootvol has started. The slots are
-/// written here with mtools as `bootvol-update` writes them in the appliance: `/b/vmlinuz`,
-/// `/b/initrd.img` and `loader/entries/bootvol-<N>+3.conf`, `loader.conf` untouched (no
-/// `default`).
-#[test]
-fn appliance_uefi_falls_back_from_a_broken_slot() {
-    let name = "appliance_uefi_falls_back_from_a_broken_slot";
-    let Some(image) = appliance_image(name) else { return };
-    let Some(e2e) = begin(name, &[BASE, OVMF, LAN, TOOLS, &[Need::Tool("mdir", "mtools")]]) else {
+    if firmware == Firmware::Bios {
+        let mut appliance = Appliance::start(e2e.dir.path(), &netns, firmware, &disk, 2);
+        let ready = appliance.wait_for(SERVING, Duration::from_secs(150));
+        eprintln!("{name}: second boot -> bootvol serving: {:.1} s", ready.as_secs_f64());
+        appliance.assert_kept(&api);
+        appliance.power_off(Duration::from_secs(60));
         return;
-    };
-    let disk = e2e.path("appliance.img");
-    std::fs::copy(&image, &disk).expect("copying the appliance image");
-    let (esp_start, _) = gpt_partition(&disk, "bootvol-esp");
-    let esp = format!("{}@@{esp_start}", disk.display());
-    let mtools = |program: &str, args: &[&str]| {
-        run(command(program).env("MTOOLS_SKIP_CHECK", "1").args(["-i", &esp]).args(args))
-    };
-    let entries = || {
-        let mut names: Vec<String> = mtools("mdir", &["-b", "::/loader/entries"])
-            .lines()
-            .filter_map(|l| l.rsplit('/').next().map(str::to_owned))
-            .filter(|n| n.ends_with(".conf"))
-            .collect();
-        names.sort();
-        names
-    };
-    assert_eq!(entries(), ["bootvol-1.conf"]);
-    let options = mtools("mtype", &["::/loader/entries/bootvol-1.conf"])
-        .lines()
-        .find_map(|l| l.strip_prefix("options ").map(str::to_owned))
-        .expect("options in bootvol-1.conf");
-    let entry = |version: u32| {
-        format!(
-            "title bootvol (slot b)\nversion {version}\nsort-key bootvol\nlinux /b/vmlinuz\n\
-             initrd /b/initrd.img\noptions {} panic=1\n",
-            options.replace("bootvol.slot=a", "bootvol.slot=b")
-        )
-    };
-    let put = |name: &str, data: &[u8], to: &str| {
-        let path = e2e.path(name);
-        std::fs::write(&path, data).unwrap();
-        mtools("mcopy", &["-o", path.to_str().unwrap(), to]);
-    };
-    let vmlinuz = e2e.path("vmlinuz");
-    mtools("mcopy", &["::/a/vmlinuz", vmlinuz.to_str().unwrap()]);
-    mtools("mcopy", &[vmlinuz.to_str().unwrap(), "::/b/vmlinuz"]);
+    }
 
-    // A broken slot b, version 2, three tries.
-    put(
-        "broken-initrd.img",
-        &[b"not an initramfs\n".as_slice(), &[0u8; 495]].concat(),
-        "::/b/initrd.img",
-    );
-    put("bootvol-2+3.conf", entry(2).as_bytes(), "::/loader/entries/bootvol-2+3.conf");
-    let netns = Netns::new();
-    bridge(&netns);
-    let _dnsmasq = start_dnsmasq(&netns, e2e.dir.path());
-    let mut appliance = Appliance::start(e2e.dir.path(), &netns, Firmware::Uefi, &disk, 1);
+    // UEFI: a broken slot b, version 2, three tries; then slot a again.
+    let esp = Esp::new(&disk, e2e.dir.path());
+    assert_eq!(esp.entries(), ["bootvol-1.conf"]);
+    esp.write_slot_b(&[b"not an initramfs\n".as_slice(), &[0u8; 495]].concat(), 2);
+    let mut appliance = Appliance::start(e2e.dir.path(), &netns, firmware, &disk, 2);
     let ready = appliance.wait_for(SERVING, Duration::from_secs(240));
     let console = appliance.serial();
     let panics = console.matches("Kernel panic").count();
     eprintln!(
-        "{name}: slot a serving after {panics} panics of slot b, {:.1} s",
+        "{name}: slot b panicked {panics} times, then slot a served after {:.1} s",
         ready.as_secs_f64()
     );
-    assert!(console.contains("bootvol.slot=a"), "{}", appliance.report());
     assert_eq!(panics, 3, "slot b should have been tried three times\n{}", appliance.report());
+    assert!(console.contains("bootvol.slot=a"), "{}", appliance.report());
+    appliance.assert_kept(&api);
     appliance.power_off(Duration::from_secs(60));
-    assert_eq!(entries(), ["bootvol-1.conf", "bootvol-2+0-3.conf"], "after the fallback");
+    assert_eq!(esp.entries(), ["bootvol-1.conf", "bootvol-2+0-3.conf"], "after the fallback");
 
-    // A good slot b, version 3 (the broken entry is what bootvol-update deletes first).
-    mtools("mdel", &["::/loader/entries/bootvol-2+0-3.conf"]);
-    let initrd = e2e.path("initrd.img");
-    mtools("mcopy", &["::/a/initrd.img", initrd.to_str().unwrap()]);
-    mtools("mcopy", &["-o", initrd.to_str().unwrap(), "::/b/initrd.img"]);
-    put("bootvol-3+3.conf", entry(3).as_bytes(), "::/loader/entries/bootvol-3+3.conf");
-    let mut appliance = Appliance::start(e2e.dir.path(), &netns, Firmware::Uefi, &disk, 2);
-    appliance.wait_for(SERVING, Duration::from_secs(150));
+    // A good slot b, version 3 (bootvol-update deletes the other slot's old entry first).
+    esp.mtools("mdel", &["::/loader/entries/bootvol-2+0-3.conf"]);
+    let initrd = e2e.path("initrd-a.img");
+    esp.mtools("mcopy", &["::/a/initrd.img", initrd.to_str().unwrap()]);
+    esp.write_slot_b(&std::fs::read(&initrd).unwrap(), 3);
+    let mut appliance = Appliance::start(e2e.dir.path(), &netns, firmware, &disk, 3);
+    let ready = appliance.wait_for(SERVING, Duration::from_secs(150));
+    eprintln!("{name}: slot b (version 3) serving after {:.1} s", ready.as_secs_f64());
     // systemd's status line, shortened in the middle to fit the console:
     // "[  OK  ] Finished systemd-bless-boo…rrent Boot Loader Entry as Good."
     appliance.wait_for_line(
@@ -278,8 +233,72 @@ fn appliance_uefi_falls_back_from_a_broken_slot() {
         Duration::from_secs(180),
     );
     assert!(appliance.serial().contains("bootvol.slot=b"), "{}", appliance.report());
+    appliance.assert_kept(&api);
     appliance.power_off(Duration::from_secs(60));
-    assert_eq!(entries(), ["bootvol-1.conf", "bootvol-3.conf"], "slot b blessed");
+    assert_eq!(esp.entries(), ["bootvol-1.conf", "bootvol-3.conf"], "slot b blessed");
+}
+
+/// The appliance's ESP inside the disk image, through mtools (`IMAGE@@OFFSET`).
+struct Esp {
+    spec: String,
+    dir: PathBuf,
+    options: String,
+}
+
+impl Esp {
+    fn new(disk: &Path, dir: &Path) -> Esp {
+        let (start, _) = gpt_partition(disk, "bootvol-esp");
+        let mut esp = Esp {
+            spec: format!("{}@@{start}", disk.display()),
+            dir: dir.to_owned(),
+            options: String::new(),
+        };
+        esp.options = esp
+            .mtools("mtype", &["::/loader/entries/bootvol-1.conf"])
+            .lines()
+            .find_map(|l| l.strip_prefix("options ").map(str::to_owned))
+            .expect("options in bootvol-1.conf");
+        esp
+    }
+
+    fn mtools(&self, program: &str, args: &[&str]) -> String {
+        run(command(program).env("MTOOLS_SKIP_CHECK", "1").args(["-i", &self.spec]).args(args))
+    }
+
+    /// The names in `loader/entries/`, sorted.
+    fn entries(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .mtools("mdir", &["-b", "::/loader/entries"])
+            .lines()
+            .filter_map(|l| l.rsplit('/').next().map(str::to_owned))
+            .filter(|n| n.ends_with(".conf"))
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// Slot b: slot a's kernel, `initrd`, and the entry `bootvol-<version>+3.conf` (`panic=1`,
+    /// so that a failed try reboots at once).
+    fn write_slot_b(&self, initrd: &[u8], version: u32) {
+        let vmlinuz = self.dir.join("vmlinuz-a");
+        if !vmlinuz.exists() {
+            self.mtools("mcopy", &["::/a/vmlinuz", vmlinuz.to_str().unwrap()]);
+        }
+        self.mtools("mcopy", &["-o", vmlinuz.to_str().unwrap(), "::/b/vmlinuz"]);
+        let put = |name: &str, data: &[u8], to: &str| {
+            let path = self.dir.join(name);
+            std::fs::write(&path, data).unwrap();
+            self.mtools("mcopy", &["-o", path.to_str().unwrap(), to]);
+        };
+        put("initrd-b.img", initrd, "::/b/initrd.img");
+        let entry = format!(
+            "title bootvol (slot b)\nversion {version}\nsort-key bootvol\nlinux /b/vmlinuz\n\
+             initrd /b/initrd.img\noptions {} panic=1\n",
+            self.options.replace("bootvol.slot=a", "bootvol.slot=b")
+        );
+        let name = format!("bootvol-{version}+3.conf");
+        put(&name, entry.as_bytes(), &format!("::/loader/entries/{name}"));
+    }
 }
 
 /// The password the appliance shows on its console on first boot.
@@ -401,7 +420,7 @@ struct Appliance {
 impl Appliance {
     fn start(dir: &Path, netns: &Netns, firmware: Firmware, disk: &Path, run_no: u32) -> Appliance {
         let serial = dir.join(format!("appliance-serial-{run_no}.log"));
-        let monitor = dir.join(format!("appliance-monitor-{run_no}.sock"));
+        let monitor = dir.join(format!("mon-{run_no}.sock"));
         let mut args: Vec<String> = vec![
             "-machine".into(),
             "q35,graphics=off".into(),
@@ -452,6 +471,19 @@ impl Appliance {
         std::fs::read(&self.serial)
             .map(|b| String::from_utf8_lossy(&b).into_owned())
             .unwrap_or_default()
+    }
+
+    /// Both nodes are still there (the API), and no second one-time password was shown.
+    fn assert_kept(&self, api: &Api) {
+        for node in NODES {
+            let (status, body) = api.request("GET", &format!("/v1/nodes/{node}"), None);
+            assert_eq!(status, 200, "{node} after a reboot: {body}\n{}", self.report());
+        }
+        assert!(
+            one_time_password(&self.serial()).is_none(),
+            "a one-time password again after a reboot\n{}",
+            self.report()
+        );
     }
 
     fn report(&self) -> String {
