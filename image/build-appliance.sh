@@ -232,7 +232,7 @@ say "stage 2: trimming the tree"
 rm -rf "$tree"/boot/* \
     "$tree"/usr/share/man "$tree"/usr/share/info "$tree"/usr/share/locale "$tree"/usr/share/lintian \
     "$tree"/usr/share/doc-base "$tree"/usr/share/bug "$tree"/usr/share/i18n \
-    "$tree"/usr/share/bash-completion \
+    "$tree"/usr/share/bash-completion "$tree"/vmlinuz* "$tree"/initrd.img* \
     "$tree"/etc/udev/hwdb.bin "$tree"/usr/lib/udev/hwdb.bin "$tree"/usr/lib/udev/hwdb.d \
     "$tree"/usr/lib/x86_64-linux-gnu/gconv \
     "$tree"/usr/bin/perl* "$tree"/usr/lib/x86_64-linux-gnu/perl-base "$tree"/usr/share/perl5 \
@@ -325,6 +325,7 @@ syslinux --install --directory /syslinux "$esp"
 
 say "stage 2: data partition (empty ext4, seeded on first boot)"
 data=$work/data.img
+truncate -s "${DATA_MIB}M" "$data"
 E2FSPROGS_FAKE_TIME=$SOURCE_DATE_EPOCH mkfs.ext4 -q -F -L bootvol-data -U "$DATA_FS_UUID" \
     -E root_owner=0:0,hash_seed="$DATA_HASH_SEED" "$data" "${DATA_MIB}M"
 
