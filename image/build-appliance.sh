@@ -10,7 +10,8 @@
 #
 #   --out DIR            outputs (default target/appliance): bootvol-appliance.img (raw disk),
 #                        bootvol-appliance.img.zst, manifest.txt (package=version), vmlinuz,
-#                        initrd.img, SHA256SUMS, figures.txt
+#                        initrd.img, SHA256SUMS, figures.txt, build-tools.txt (the build
+#                        machine's tools that wrote bytes into the disk)
 #   --bootvol BINARY     the bootvol binary (default target/release/bootvol; it is stripped)
 #   --kernel PACKAGE     kernel metapackage (default linux-image-cloud-amd64: VMs and the figures
 #                        below; real hardware: linux-image-amd64)
@@ -265,9 +266,10 @@ for f in systemd/*; do
     esac
 done
 mkdir -p "$tree/etc/bootvol" "$tree/var/lib/bootvol" "$tree/srv/bootvol-data" "$tree/efi"
-systemctl --root="$tree" --quiet enable systemd-networkd.service systemd-networkd-wait-online.service bootvol.service
-systemctl --root="$tree" --quiet mask apt-daily.timer apt-daily-upgrade.timer e2scrub_all.timer \
-    e2scrub_reap.service fstrim.timer dpkg-db-backup.timer 2> /dev/null || true
+# The tree's own systemctl (offline, in a chroot): the build machine needs no systemd.
+chroot "$tree" systemctl --quiet enable systemd-networkd.service systemd-networkd-wait-online.service bootvol.service
+chroot "$tree" systemctl --quiet mask apt-daily.timer apt-daily-upgrade.timer e2scrub_all.timer \
+    e2scrub_reap.service fstrim.timer dpkg-db-backup.timer
 mkdir -p "$tree/usr/lib/systemd/system/boot-complete.target.requires"
 ln -sf ../bootvol.service "$tree/usr/lib/systemd/system/boot-complete.target.requires/bootvol.service"
 # PID 1 from the initramfs (a few modules first, then systemd); a machine id made at boot.
@@ -352,6 +354,10 @@ zstd -q -f -10 -T2 "$disk" -o "$work/bootvol-appliance.img.zst"
 for f in bootvol-appliance.img bootvol-appliance.img.zst vmlinuz initrd.img manifest.txt; do
     mv -f "$work/$f" "$out/$f"
 done
+# The build machine's tools that wrote bytes into the disk (syslinux's boot code, the FAT, the
+# ext4, the partition table, the compression), for a rebuild elsewhere.
+dpkg-query -W -f='${Package}=${Version}\n' syslinux syslinux-common mtools dosfstools e2fsprogs \
+    fdisk cpio zstd mmdebstrap kmod > "$out/build-tools.txt"
 (cd "$out" && sha256sum bootvol-appliance.img bootvol-appliance.img.zst vmlinuz initrd.img manifest.txt > SHA256SUMS)
 mib() { awk -v b="$1" 'BEGIN { printf "%.1f MB", b / 1000000 }'; }
 initrd_bytes=$(stat -c %s "$out/initrd.img")
