@@ -32,7 +32,6 @@
 # installs what it needs with apt-get when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-root_dir=$PWD
 
 out=target/appliance
 cache=target/appliance-cache
@@ -230,7 +229,7 @@ depmod -b "$tree" "$kver"
     [ -f undionly.kpxe ] && [ -f snponly.efi ] && [ -f ipxe.efi ] || die "iPXE binaries missing"
 )
 say "stage 2: trimming the tree"
-rm -rf "$tree"/boot/* \
+rm -rf "${tree:?}"/boot/* \
     "$tree"/usr/share/man "$tree"/usr/share/info "$tree"/usr/share/locale "$tree"/usr/share/lintian \
     "$tree"/usr/share/doc-base "$tree"/usr/share/bug "$tree"/usr/share/i18n \
     "$tree"/usr/share/bash-completion "$tree"/vmlinuz* "$tree"/initrd.img* \
@@ -377,15 +376,15 @@ zst_bytes=$(stat -c %s "$out/bootvol-appliance.img.zst")
 # console (the appliance's first boot, no DHCP answer needed: QEMU's user network gives one).
 measure_boot() {
     local fw=$1 dir=$work/measure-$1 start pid elapsed=timeout
-    local args=(-machine q35,graphics=off -accel tcg -smp 2 -m 1024 -nodefaults -display none
+    local args=(-machine "q35,graphics=off" -accel tcg -smp 2 -m 1024 -nodefaults -display none
         -serial "file:$dir/serial.log" -drive "if=none,id=d,format=raw,file=$dir/disk.img"
-        -device virtio-blk-pci,drive=d,bootindex=0 -netdev user,id=n0
-        -device virtio-net-pci,netdev=n0,romfile=)
+        -device "virtio-blk-pci,drive=d,bootindex=0" -netdev "user,id=n0"
+        -device "virtio-net-pci,netdev=n0,romfile=")
     mkdir -p "$dir"
     cp --sparse=always "$out/bootvol-appliance.img" "$dir/disk.img"
     if [ "$fw" = uefi ]; then
         cp /usr/share/OVMF/OVMF_VARS_4M.fd "$dir/vars.fd"
-        args+=(-drive if=pflash,format=raw,unit=0,readonly=on,file=/usr/share/OVMF/OVMF_CODE_4M.fd
+        args+=(-drive "if=pflash,format=raw,unit=0,readonly=on,file=/usr/share/OVMF/OVMF_CODE_4M.fd"
             -drive "if=pflash,format=raw,unit=1,file=$dir/vars.fd")
     fi
     start=$(date +%s%N)
