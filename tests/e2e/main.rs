@@ -14,6 +14,7 @@
 //! images written byte by byte), then one module per kind of boot.
 
 mod aoe;
+mod appliance;
 mod deploy;
 mod fallback;
 mod http_san;
