@@ -4,18 +4,20 @@
 //! It is its own crate (bootvol's binary depends on it): it knows nothing of bootvol, and the
 //! compiler keeps it that way.
 //!
-//! This file owns the sockets: the listening socket it is given, one socket per transfer (bound
-//! to the listening IP with port 0, so each transfer has its own TID), the retransmission clock,
-//! the tasks and threads, and the logging of each transfer's end. Packet syntax lives in
-//! `packet` and the protocol rules of a transfer in `transfer`; both are pure.
+//! This file owns the listening socket it is given (with a receive buffer wide enough for a
+//! storm's requests), binds one socket per transfer (to the listening IP with port 0, so each
+//! transfer has its own TID), runs the tasks, and logs each transfer's end; `engine` runs every
+//! transfer's packets and retransmission clock on one poll loop. Packet syntax lives in `packet`
+//! and the protocol rules of a transfer in `transfer`; both are pure.
 //!
 //! Shape: one tokio task reads the listening socket and keeps the map of open transfers (no
 //! lock: only it touches the map). Each RRQ gets a task that asks the [`Handler`] for the bytes,
-//! and then a thread that runs the packet loop with blocking calls (see `run_on_thread` for
-//! why); the task waits for it, stops it when the transfer is replaced or aborted, and logs.
+//! binds the transfer's socket and hands both to the engine's thread (see `engine` for why one
+//! thread); the task waits for the end, stops the transfer when it is replaced or aborted, and
+//! logs.
 //!
 //! What one client can take is bounded: a transfer holds exactly one socket (the file is read
-//! before it is bound, and threads are woken through one shared socket), transfers are capped in
+//! before it is bound), transfers are capped in
 //! all (`max_transfers`) and per client IP address (`max_transfers_per_client`), and a client that
 //! never acknowledges the first packet gets it three times at most (`transfer`'s
 //! `FIRST_PACKET_RETRIES`), so a forged request costs at most three packets.
