@@ -277,7 +277,17 @@ fn serve(config: Config, origin: &str) -> Result<()> {
     let _log = init_logging("info");
     let limit = raise_descriptor_limit();
     config.check_descriptors(limit, origin)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    // On one core (a 1-vCPU appliance, a pinned benchmark) a current-thread runtime: there,
+    // tokio's multi-thread scheduler with its single worker let 1,000 busy connections wait
+    // unevenly (p99 158 ms, against 11.7 ms current-thread, at the same rate; see
+    // docs/boot-path-profile.md). SQLite and bcrypt run on the blocking pool either way.
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    let mut builder = if cores == 1 {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+    };
+    let runtime = builder.enable_all().build()?;
     runtime.block_on(async {
         let listeners = crate::app::Listeners::bind(&config).await?;
         crate::app::serve(config, listeners, tokio_util::sync::CancellationToken::new()).await
