@@ -110,6 +110,30 @@ impl Packet {
         self.options.iter().find(|(c, _)| *c == code).map(|(_, v)| v.as_slice())
     }
 
+    /// A request as a netboot client sends it (BOOTREQUEST over Ethernet, broadcast flag set, no
+    /// addresses yet): what tests and load generators build their DISCOVERs and REQUESTs from.
+    pub fn request(mac: [u8; 6], xid: u32, options: Vec<(u8, Vec<u8>)>) -> Packet {
+        let mut chaddr = [0; 16];
+        chaddr[..6].copy_from_slice(&mac);
+        Packet {
+            op: BOOTREQUEST,
+            htype: 1,
+            hlen: 6,
+            hops: 0,
+            xid,
+            secs: 0,
+            flags: 0x8000,
+            ciaddr: Ipv4Addr::UNSPECIFIED,
+            yiaddr: Ipv4Addr::UNSPECIFIED,
+            siaddr: Ipv4Addr::UNSPECIFIED,
+            giaddr: Ipv4Addr::UNSPECIFIED,
+            chaddr,
+            sname: [0; 64],
+            file: [0; 128],
+            options,
+        }
+    }
+
     /// Option 93, the client architecture, as a number (the first listed, which is the one
     /// booting).
     pub fn arch(&self) -> Option<u16> {
@@ -210,25 +234,8 @@ pub(crate) mod tests {
 
     /// A client message as firmware sends it.
     pub(crate) fn request(mac: [u8; 6], options: &[(u8, &[u8])]) -> Packet {
-        let mut chaddr = [0; 16];
-        chaddr[..6].copy_from_slice(&mac);
-        Packet {
-            op: BOOTREQUEST,
-            htype: 1,
-            hlen: 6,
-            hops: 0,
-            xid: 0xdead_beef,
-            secs: 4,
-            flags: 0x8000,
-            ciaddr: Ipv4Addr::UNSPECIFIED,
-            yiaddr: Ipv4Addr::UNSPECIFIED,
-            siaddr: Ipv4Addr::UNSPECIFIED,
-            giaddr: Ipv4Addr::UNSPECIFIED,
-            chaddr,
-            sname: [0; 64],
-            file: [0; 128],
-            options: options.iter().map(|(c, v)| (*c, v.to_vec())).collect(),
-        }
+        let options = options.iter().map(|(c, v)| (*c, v.to_vec())).collect();
+        Packet { secs: 4, ..Packet::request(mac, 0xdead_beef, options) }
     }
 
     #[test]

@@ -84,8 +84,6 @@ impl Drop for Serve {
 
 /// A client message as firmware sends it: option 53, 60, 93 and 97, and 77 `iPXE` if `ipxe`.
 fn client(mac: [u8; 6], kind: u8, class: &str, arch: u16, ipxe: bool) -> Packet {
-    let mut chaddr = [0; 16];
-    chaddr[..6].copy_from_slice(&mac);
     let mut options =
         vec![(53, vec![kind]), (93, arch.to_be_bytes().to_vec()), (97, UUID.to_vec())];
     if !class.is_empty() {
@@ -94,23 +92,8 @@ fn client(mac: [u8; 6], kind: u8, class: &str, arch: u16, ipxe: bool) -> Packet 
     if ipxe {
         options.push((77, b"iPXE".to_vec()));
     }
-    Packet {
-        op: 1,
-        htype: 1,
-        hlen: 6,
-        hops: 0,
-        xid: u32::from_be_bytes([mac[2], mac[3], mac[4], mac[5]]) ^ u32::from(arch),
-        secs: 0,
-        flags: 0x8000,
-        ciaddr: Ipv4Addr::UNSPECIFIED,
-        yiaddr: Ipv4Addr::UNSPECIFIED,
-        siaddr: Ipv4Addr::UNSPECIFIED,
-        giaddr: Ipv4Addr::UNSPECIFIED,
-        chaddr,
-        sname: [0; 64],
-        file: [0; 128],
-        options,
-    }
+    let xid = u32::from_be_bytes([mac[2], mac[3], mac[4], mac[5]]) ^ u32::from(arch);
+    Packet::request(mac, xid, options)
 }
 
 /// Sends `request` and waits up to `wait` for a reply with its `xid` (from `from` if given).

@@ -175,25 +175,12 @@ fn power_on(serve: &Serve) -> String {
 
 /// A DHCPDISCOVER with option 60 `class` and option 93 = 0 (x86 BIOS).
 fn discover(class: &[u8]) -> Vec<u8> {
-    let mut chaddr = [0; 16];
-    chaddr[..6].copy_from_slice(&[0x52, 0x54, 0x00, 0xd4, 0xc0, 0x01]);
-    bootvol::dhcp::packet::Packet {
-        op: 1,
-        htype: 1,
-        hlen: 6,
-        hops: 0,
-        xid: 0x0b00_7001,
-        secs: 0,
-        flags: 0x8000,
-        ciaddr: std::net::Ipv4Addr::UNSPECIFIED,
-        yiaddr: std::net::Ipv4Addr::UNSPECIFIED,
-        siaddr: std::net::Ipv4Addr::UNSPECIFIED,
-        giaddr: std::net::Ipv4Addr::UNSPECIFIED,
-        chaddr,
-        sname: [0; 64],
-        file: [0; 128],
-        options: vec![(53, vec![1]), (60, class.to_vec()), (93, vec![0, 0])],
-    }
+    let options = vec![(53, vec![1]), (60, class.to_vec()), (93, vec![0, 0])];
+    bootvol::dhcp::packet::Packet::request(
+        [0x52, 0x54, 0x00, 0xd4, 0xc0, 0x01],
+        0x0b00_7001,
+        options,
+    )
     .encode()
 }
 
