@@ -60,27 +60,9 @@ fn start() -> Serve {
     let specs = inventory::parse(&inventory, Format::Json, &config).unwrap();
     Db::open(&config.database.path).unwrap().apply_inventory(&specs, false).unwrap();
     let db_path = config.database.path.clone();
-    let shutdown = CancellationToken::new();
-    let token = shutdown.clone();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async move {
-            let http = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-            let tftp = tokio::net::UdpSocket::bind("127.0.0.1:0").await?;
-            let api = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-            let metrics = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-            let addrs = (api.local_addr()?, http.local_addr()?, tftp.local_addr()?);
-            tx.send((addrs, metrics.local_addr()?)).unwrap();
-            let listeners = bootvol::app::Listeners { http, tftp, api, metrics: Some(metrics) };
-            bootvol::app::serve(config, listeners, token).await
-        })
-    });
-    let ((api, boot, tftp), metrics) = rx.recv_timeout(Duration::from_secs(10)).expect("bound");
+    let (bound, shutdown, _thread) = crate::support::spawn_serve(config, true);
+    let (api, boot, tftp) = (bound.api, bound.boot, bound.tftp);
+    let metrics = bound.metrics.expect("asked for");
     let serve = Serve {
         api: format!("http://{api}"),
         metrics: format!("http://{metrics}"),

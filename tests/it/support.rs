@@ -192,6 +192,26 @@ pub(crate) fn start_serve_joinable(
     tokio_util::sync::CancellationToken,
     std::thread::JoinHandle<anyhow::Result<()>>,
 ) {
+    let (bound, shutdown, thread) = spawn_serve(config, false);
+    (bound.api, bound.boot, shutdown, thread)
+}
+
+/// Where a [`spawn_serve`] answers: every listener on loopback, port 0.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Bound {
+    pub(crate) api: std::net::SocketAddr,
+    pub(crate) boot: std::net::SocketAddr,
+    pub(crate) tftp: std::net::SocketAddr,
+    /// `[metrics] listen`, when asked for.
+    pub(crate) metrics: Option<std::net::SocketAddr>,
+}
+
+/// `app::serve` on a thread of its own (a 2-worker runtime), its listeners bound first, with a
+/// `[metrics] listen` listener when `metrics`.
+pub(crate) fn spawn_serve(
+    config: Config,
+    metrics: bool,
+) -> (Bound, tokio_util::sync::CancellationToken, std::thread::JoinHandle<anyhow::Result<()>>) {
     let shutdown = tokio_util::sync::CancellationToken::new();
     let token = shutdown.clone();
     let (tx, rx) = std::sync::mpsc::channel();
@@ -205,15 +225,21 @@ pub(crate) fn start_serve_joinable(
             let http = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
             let tftp = tokio::net::UdpSocket::bind("127.0.0.1:0").await?;
             let api = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-            tx.send((api.local_addr()?, http.local_addr()?)).unwrap();
-            bootvol::app::serve(
-                config,
-                bootvol::app::Listeners { http, tftp, api, metrics: None },
-                token,
-            )
-            .await
+            let metrics = match metrics {
+                true => Some(tokio::net::TcpListener::bind("127.0.0.1:0").await?),
+                false => None,
+            };
+            let bound = Bound {
+                api: api.local_addr()?,
+                boot: http.local_addr()?,
+                tftp: tftp.local_addr()?,
+                metrics: metrics.as_ref().map(|m| m.local_addr()).transpose()?,
+            };
+            tx.send(bound).unwrap();
+            bootvol::app::serve(config, bootvol::app::Listeners { http, tftp, api, metrics }, token)
+                .await
         })
     });
-    let (api, boot) = rx.recv_timeout(std::time::Duration::from_secs(10)).expect("API bound");
-    (api, boot, shutdown, thread)
+    let bound = rx.recv_timeout(std::time::Duration::from_secs(10)).expect("listeners bound");
+    (bound, shutdown, thread)
 }
