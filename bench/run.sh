@@ -92,7 +92,8 @@ CAP=$(printf '%s\n' $STORM_N "$BOOT_NODES" $SERIES 1000 "$NEIGHBOURS" | sort -n 
 CAP=$((CAP + 100))
 export CAP
 
-# -- fixtures: 10,000 nodes with CHAP, 1,000 of their MACs, the TFTP files --------------------
+# -- fixtures: 10,000 deployed nodes with CHAP (each script a ~900-byte iSCSI sanboot that
+# carries its secret), 1,000 of their MACs, the TFTP files --------------------
 python3 - "$WORK" <<'EOF'
 import json, sys, os
 work = sys.argv[1]
@@ -100,7 +101,7 @@ def inventory(n):
     nodes = []
     for i in range(n):
         mac = "52:54:01:%02x:%02x:%02x" % (i >> 16 & 255, i >> 8 & 255, i & 255)
-        nodes.append({"name": "node-%05d" % i, "storage_interface": "external",
+        nodes.append({"name": "node-%05d" % i, "storage_interface": "external", "provision_state": "active",
             "properties": {"capabilities": "iscsi_boot:true"}, "ports": [{"address": mac}],
             "volume_connectors": [{"type": "iqn", "connector_id": "iqn.2024-01.org.example.node:n%d" % i}],
             "volume_targets": [{"volume_type": "iscsi", "boot_index": 0, "volume_id": "vol-%d" % i,

@@ -27,7 +27,7 @@ use tokio::net::{TcpListener, UdpSocket};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::boot::{BootSnapshot, Templates};
+use crate::boot::{BootSnapshot, SnapshotBuilder, Templates};
 use crate::conductor::Conductor;
 use crate::conductor::notify::Notifier;
 use crate::config::{Config, ScriptSecrets};
@@ -456,6 +456,9 @@ pub fn start_snapshot(
     Ok(SnapshotHandle { current, reload })
 }
 
+/// Nodes read and rendered at a time when the snapshot is built.
+const SNAPSHOT_PAGE: usize = 256;
+
 fn build_snapshot(
     db: &Db,
     templates: &Templates,
@@ -464,22 +467,27 @@ fn build_snapshot(
     public_url: &str,
 ) -> Result<BootSnapshot> {
     let started = Instant::now();
-    let records = db.node_records()?;
     let settings =
         crate::boot::BootSettings { public_url: public_url.to_owned(), ..config.boot_settings() };
-    let snapshot = BootSnapshot::build(
-        &records,
-        templates,
-        &settings,
-        config.default.default_storage_interface,
-    )?;
+    let mut builder =
+        SnapshotBuilder::new(templates, &settings, config.default.default_storage_interface, 0);
+    // A page at a time: the decoded records of every node at once would cost more memory than
+    // the snapshot itself, and the allocator keeps what a process once used.
+    db.for_each_node_record_page(SNAPSHOT_PAGE, |records| {
+        records.iter().for_each(|record| builder.add(record));
+        Ok::<(), anyhow::Error>(())
+    })?;
+    let snapshot = builder.finish()?;
+    if let Err(error) = db.release_memory() {
+        tracing::debug!(%error, "could not release the watcher's database memory");
+    }
     tracing::info!(
         nodes = snapshot.node_count(),
         macs = snapshot.mac_count(),
         build_ms = started.elapsed().as_millis() as u64,
         "boot snapshot built"
     );
-    metrics.snapshot_built(&records, started.elapsed());
+    metrics.snapshot_built(snapshot.nodes_by_state(), started.elapsed());
     Ok(snapshot)
 }
 

@@ -22,7 +22,7 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
 
 use crate::db::{SharedDb, SyncStatus};
-use crate::model::{Driver, NodeRecord, ProvisionState};
+use crate::model::{Driver, ProvisionState};
 
 /// The content type of [`Metrics::scrape`]'s text.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -581,12 +581,12 @@ impl Metrics {
         self.tftp_bytes.fetch_add(bytes, Relaxed);
     }
 
-    /// A snapshot built from `records` in `elapsed` is now served.
-    pub fn snapshot_built(&self, records: &[NodeRecord], elapsed: Duration) {
+    /// A snapshot built in `elapsed` is now served; `nodes_by_state` counts its nodes per
+    /// provision state, in the order of `ProvisionState::ALL`.
+    pub fn snapshot_built(&self, nodes_by_state: &[usize], elapsed: Duration) {
         self.rebuild_seconds.observe(elapsed);
-        for (i, state) in ProvisionState::ALL.iter().enumerate() {
-            let n = records.iter().filter(|r| r.node.provision_state == *state).count();
-            self.nodes[i].store(n as u64, Relaxed);
+        for (gauge, n) in self.nodes.iter().zip(nodes_by_state) {
+            gauge.store(*n as u64, Relaxed);
         }
         self.built_at_ms.store(now_ms(), Relaxed);
         self.generation.fetch_add(1, Relaxed);

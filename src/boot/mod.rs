@@ -14,7 +14,7 @@ pub use crate::model::check_script_value;
 pub use context::{BootContext, BootSettings};
 pub use render::{RenderError, Templates};
 pub use scenario::{BootOption, Scenario, ScenarioError, decide, set_boot_option};
-pub use snapshot::{BootSnapshot, ServedScript};
+pub use snapshot::{BootSnapshot, ServedScript, SnapshotBuilder};
 
 use crate::model::{NodeRecord, ProvisionState, StorageInterfaceName};
 

@@ -1,6 +1,6 @@
 //! The boot snapshot: every script the boot listeners can serve, rendered ahead of time.
 //!
-//! [`BootSnapshot::build`] renders each node once and indexes the result by each of its MACs,
+//! [`BootSnapshot::build`] (or [`SnapshotBuilder`], a record at a time) renders each node once and indexes the result by each of its MACs,
 //! so answering a boot request is a hash lookup and a reference-counted copy: no SQL, no
 //! rendering, no lock. Pure: records in, snapshot out. Who builds it and when is `app`'s job.
 //!
@@ -14,7 +14,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::{BootSettings, RenderError, Templates, script_for};
-use crate::model::{MacAddr, NodeRecord, StorageInterfaceName};
+use crate::model::{MacAddr, NodeRecord, ProvisionState, StorageInterfaceName};
 
 /// How many NICs (`net0`...) the generic script tries.
 pub const GENERIC_SCRIPT_NICS: u32 = 8;
@@ -50,6 +50,88 @@ pub struct BootSnapshot {
     default: Arc<ServedScript>,
     generic: Bytes,
     nodes: usize,
+    /// Nodes per provision state, in the order of `ProvisionState::ALL`.
+    nodes_by_state: Vec<usize>,
+}
+
+/// A snapshot built a record at a time, so that the caller holds only the records it is
+/// adding (`app` reads them a page at a time): [`BootSnapshot::build`] over a whole list.
+#[derive(Debug)]
+pub struct SnapshotBuilder<'a> {
+    templates: &'a Templates,
+    settings: &'a BootSettings,
+    default_storage: StorageInterfaceName,
+    default: Arc<ServedScript>,
+    by_mac: HashMap<MacAddr, Arc<ServedScript>>,
+    nodes: usize,
+    nodes_by_state: Vec<usize>,
+}
+
+impl<'a> SnapshotBuilder<'a> {
+    /// An empty snapshot with room for about `nodes` nodes.
+    pub fn new(
+        templates: &'a Templates,
+        settings: &'a BootSettings,
+        default_storage: StorageInterfaceName,
+        nodes: usize,
+    ) -> SnapshotBuilder<'a> {
+        let default = served(script_for(templates, settings, default_storage, None), None);
+        SnapshotBuilder {
+            templates,
+            settings,
+            default_storage,
+            default,
+            by_mac: HashMap::with_capacity(nodes),
+            nodes: 0,
+            nodes_by_state: vec![0; ProvisionState::ALL.len()],
+        }
+    }
+
+    /// Renders one node's script and indexes it by each of the node's MACs.
+    pub fn add(&mut self, record: &NodeRecord) {
+        let script = served(
+            script_for(self.templates, self.settings, self.default_storage, Some(record)),
+            Some(record),
+        );
+        for port in &record.ports {
+            self.by_mac.insert(port.address, Arc::clone(&script));
+        }
+        self.nodes += 1;
+        if let Some(i) = ProvisionState::ALL.iter().position(|s| *s == record.node.provision_state)
+        {
+            self.nodes_by_state[i] += 1;
+        }
+    }
+
+    /// The snapshot, with the generic script rendered.
+    pub fn finish(mut self) -> Result<BootSnapshot, RenderError> {
+        let generic = Bytes::from(
+            self.templates.render_generic(&self.settings.public_url, GENERIC_SCRIPT_NICS)?,
+        );
+        self.by_mac.shrink_to_fit();
+        Ok(BootSnapshot {
+            by_mac: self.by_mac,
+            default: self.default,
+            generic,
+            nodes: self.nodes,
+            nodes_by_state: self.nodes_by_state,
+        })
+    }
+}
+
+/// A rendered script as served. The text is copied to an allocation of its exact length: the
+/// renderer's string grows by doubling, and 10,000 scripts would otherwise keep up to twice
+/// their size.
+fn served(script: super::BootScript, record: Option<&NodeRecord>) -> Arc<ServedScript> {
+    Arc::new(ServedScript {
+        text: Bytes::copy_from_slice(script.text.as_bytes()),
+        node: script.node,
+        scenario: script.scenario,
+        problem: script.problem,
+        node_uuid: record.map(|r| r.node.uuid.clone()),
+        secret: script.secret,
+        node_macs: record.map(|r| r.ports.iter().map(|p| p.address).collect()).unwrap_or_default(),
+    })
 }
 
 impl BootSnapshot {
@@ -61,33 +143,11 @@ impl BootSnapshot {
         settings: &BootSettings,
         default_storage: StorageInterfaceName,
     ) -> Result<BootSnapshot, RenderError> {
-        let served = |script: super::BootScript, record: Option<&NodeRecord>| {
-            Arc::new(ServedScript {
-                text: Bytes::from(script.text),
-                node: script.node,
-                scenario: script.scenario,
-                problem: script.problem,
-                node_uuid: record.map(|r| r.node.uuid.clone()),
-                secret: script.secret,
-                node_macs: record
-                    .map(|r| r.ports.iter().map(|p| p.address).collect())
-                    .unwrap_or_default(),
-            })
-        };
-        let default = served(script_for(templates, settings, default_storage, None), None);
-        let mut by_mac = HashMap::with_capacity(records.len() * 2);
+        let mut builder = SnapshotBuilder::new(templates, settings, default_storage, records.len());
         for record in records {
-            let script = served(
-                script_for(templates, settings, default_storage, Some(record)),
-                Some(record),
-            );
-            for port in &record.ports {
-                by_mac.insert(port.address, Arc::clone(&script));
-            }
+            builder.add(record);
         }
-        let generic =
-            Bytes::from(templates.render_generic(&settings.public_url, GENERIC_SCRIPT_NICS)?);
-        Ok(BootSnapshot { by_mac, default, generic, nodes: records.len() })
+        builder.finish()
     }
 
     /// The script of a known MAC.
@@ -108,6 +168,11 @@ impl BootSnapshot {
     /// Nodes rendered.
     pub fn node_count(&self) -> usize {
         self.nodes
+    }
+
+    /// Nodes per provision state, in the order of `ProvisionState::ALL`.
+    pub fn nodes_by_state(&self) -> &[usize] {
+        &self.nodes_by_state
     }
 
     /// Known MACs.

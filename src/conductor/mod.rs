@@ -734,7 +734,7 @@ impl Conductor {
     /// volumes detached), `deleting` becomes `error`, a pending power target is cleared, each
     /// with `last_error` and an event. Nodes a live process holds are left alone.
     pub async fn recover_interrupted(&self) -> Result<Vec<String>, ConductorError> {
-        let records = self.db.run(|db| db.node_records()).await?;
+        let records = self.db.run(|db| db.node_records_interrupted(INTERRUPTIBLE)).await?;
         let mut recovered = Vec::new();
         for record in records.into_iter().filter(stuck) {
             if let Some(line) = self.recover_node(&record).await? {
@@ -906,9 +906,11 @@ impl Conductor {
 
 /// Whether a node shows an action in flight (which, without a live lock holder, a crash cut
 /// short).
+/// The provision states an action passes through, which a crash can leave a node in.
+const INTERRUPTIBLE: &[ProvisionState] = &[ProvisionState::Deploying, ProvisionState::Deleting];
+
 fn stuck(record: &NodeRecord) -> bool {
-    matches!(record.node.provision_state, ProvisionState::Deploying | ProvisionState::Deleting)
-        || record.node.target_power_state.is_some()
+    INTERRUPTIBLE.contains(&record.node.provision_state) || record.node.target_power_state.is_some()
 }
 
 /// What an action started through [`Conductor::start`] does.

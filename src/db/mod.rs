@@ -62,6 +62,11 @@ impl Db {
         // FULL: a commit is on disk before it returns, so a write answered 2xx survives a power
         // cut (NORMAL in WAL mode may lose the last commits; see ARCHITECTURE.md's Decisions).
         conn.pragma_update(None, "synchronous", "FULL")?;
+        // 512 KiB of page cache per connection rather than SQLite's 2 MiB: bootvol's reads are
+        // index lookups of a few pages or whole-table passes (the snapshot, the periodic
+        // services) that the kernel's page cache serves as well, and each connection's cache
+        // would otherwise stay resident after one such pass.
+        conn.pragma_update(None, "cache_size", -512)?;
         Db::prepare(conn)
     }
 
@@ -86,6 +91,15 @@ impl Db {
     /// notice writes by another process (`bootvol apply`) without re-reading everything.
     pub fn data_version(&self) -> Result<i64, DbError> {
         Ok(self.conn.pragma_query_value(None, "data_version", |row| row.get(0))?)
+    }
+
+    /// Frees what this connection's page cache and statement cache hold (`PRAGMA
+    /// shrink_memory`): the snapshot watcher reads every row on each rebuild and then sleeps,
+    /// so its cache would only keep the last rebuild's pages resident.
+    pub fn release_memory(&self) -> Result<(), DbError> {
+        self.conn.flush_prepared_statement_cache();
+        self.conn.execute_batch("PRAGMA shrink_memory")?;
+        Ok(())
     }
 }
 

@@ -6,6 +6,7 @@ use std::str::FromStr;
 
 use rusqlite::{Connection, OptionalExtension, Params, Row, params};
 
+use super::nodes::ChildRows;
 use super::{Db, DbError};
 use crate::model::{
     Child, ChildKind, JsonMap, Node, Port, Stamped, ValueError, VolumeConnector, VolumeTarget,
@@ -31,33 +32,56 @@ const TARGET_SELECT: &str = "SELECT n.uuid, c.uuid, c.created_at, c.updated_at, 
 impl Db {
     /// Every port (or the ports of one node), by address.
     pub fn stamped_ports(&self, node_uuid: Option<&str>) -> Rows<Port> {
-        self.children(PORT_SELECT, "c.address", node_uuid, port_from_row)
+        self.ports_of(&node_uuid.map_or(ChildRows::All, |u| ChildRows::Node(u.to_owned())))
+    }
+
+    pub(super) fn ports_of(&self, which: &ChildRows) -> Rows<Port> {
+        self.children(PORT_SELECT, "c.address", which, port_from_row)
     }
 
     /// Every volume connector (or those of one node), by type and id.
     pub fn stamped_connectors(&self, node_uuid: Option<&str>) -> Rows<VolumeConnector> {
-        self.children(CONNECTOR_SELECT, "c.type, c.connector_id", node_uuid, connector_from_row)
+        self.connectors_of(&node_uuid.map_or(ChildRows::All, |u| ChildRows::Node(u.to_owned())))
+    }
+
+    pub(super) fn connectors_of(&self, which: &ChildRows) -> Rows<VolumeConnector> {
+        self.children(CONNECTOR_SELECT, "c.type, c.connector_id", which, connector_from_row)
     }
 
     /// Every volume target (or those of one node), by boot index.
     pub fn stamped_targets(&self, node_uuid: Option<&str>) -> Rows<VolumeTarget> {
-        self.children(TARGET_SELECT, "c.boot_index", node_uuid, target_from_row)
+        self.targets_of(&node_uuid.map_or(ChildRows::All, |u| ChildRows::Node(u.to_owned())))
     }
 
-    /// The rows of a child SELECT, every one or those of one node (by the node's unique UUID,
-    /// so that SQLite looks the node up by index and its children by `node_id`), in `order`.
+    pub(super) fn targets_of(&self, which: &ChildRows) -> Rows<VolumeTarget> {
+        self.children(TARGET_SELECT, "c.boot_index", which, target_from_row)
+    }
+
+    /// The rows of a child SELECT: every one, those of one node (by the node's unique UUID, so
+    /// that SQLite looks the node up by index and its children by `node_id`), or those of a range
+    /// of node names (a page of the snapshot's read), in `order`.
     fn children<T>(
         &self,
         select: &str,
         order: &str,
-        node_uuid: Option<&str>,
+        which: &ChildRows,
         decode: fn(&Row<'_>) -> Result<Stamped<T>, DbError>,
     ) -> Rows<T> {
-        let sql = match node_uuid {
-            Some(_) => format!("{select} WHERE n.uuid = ?1 ORDER BY {order}"),
-            None => format!("{select} WHERE ?1 IS NULL ORDER BY {order}"),
-        };
-        self.decoded(&sql, params![node_uuid], decode)
+        match which {
+            ChildRows::All => {
+                self.decoded(&format!("{select} ORDER BY {order}"), params![], decode)
+            }
+            ChildRows::Node(uuid) => self.decoded(
+                &format!("{select} WHERE n.uuid = ?1 ORDER BY {order}"),
+                params![uuid],
+                decode,
+            ),
+            ChildRows::NameRange(after, last) => self.decoded(
+                &format!("{select} WHERE n.name > ?1 AND n.name <= ?2 ORDER BY {order}"),
+                params![after, last],
+                decode,
+            ),
+        }
     }
 
     /// One port, connector or target by UUID.
