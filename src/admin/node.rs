@@ -1,5 +1,5 @@
 //! The node page: states (and, while an action runs, where it heads, the page refreshing
-//! itself; a red banner when the node failed), the actions that fit its state, scenario, ports,
+//! itself; a red banner when the node failed or its last action did), the actions that fit its state, scenario, ports,
 //! connectors, targets (secrets masked; a drifted volume said so on its row), the BMC fields of
 //! its driver (the password write-only), the exact script the node gets (secrets masked) and
 //! its events, newest first, each in one line with its JSON behind a disclosure; and the

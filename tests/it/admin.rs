@@ -1142,6 +1142,17 @@ fn a_rack_of_500_nodes_search_by_mac_pages_and_counts() {
     }
     // The long error is one line in the list.
     assert!(!list.body.contains(&" and more".repeat(20)));
+    // Its page says so in a red banner, with the whole error.
+    let failed_page = get("/admin/nodes/rack-321");
+    assert!(
+        failed_page.body.contains("<p class=\"banner\" role=\"alert\" id=\"failure\">Deploy failed: deploy timed out and more"),
+        "{}",
+        failed_page.body
+    );
+    assert!(
+        failed_page.body.contains(&" and more".repeat(100)),
+        "the whole error on the node page"
+    );
     let failed_list = get("/admin/?state=deploy%20failed");
     assert!(failed_list.body.contains(">rack-321</a>") && failed_list.body.contains("1–1 of 1"));
     let page = get("/admin/?page=10");
