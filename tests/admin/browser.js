@@ -42,6 +42,7 @@ function check(condition, message) {
     const top = await page.locator('#attention').boundingBox();
     check(top.y < 300, `the attention counts are not at the top: y=${top.y}`);
     await page.screenshot({ path: `${shots}/admin-nodes-500.png`, fullPage: false });
+    console.log(`nodes list of 500 nodes: ${await page.evaluate(() => document.documentElement.scrollHeight)} px high`);
     // The failed node is one click away.
     await Promise.all([page.waitForURL(/state=deploy/), page.click('#attention a:has-text("deploy failed")')]);
     check((await page.locator('#node-list tbody tr').count()) === 1, 'the failed filter does not list one node');

@@ -529,6 +529,7 @@ fn headless_chromium_login_create_power_screenshot_logout() {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
+    eprint!("{}", String::from_utf8_lossy(&output.stdout));
     for shot in shots {
         let path = e2e.join(shot);
         assert!(std::fs::metadata(&path).map(|m| m.len() > 1000).unwrap_or(false), "{shot}");
