@@ -551,6 +551,26 @@ pub(super) async fn create_node(
         } else {
             ""
         };
+        // A target that the node will not boot is said at once, as a failure, not found later.
+        if !field(&form, "volume_id").is_empty()
+            && let Ok(record) = nodes.node(&uuid).await
+        {
+            let why = match crate::boot::decide(&record, nodes.default_storage()) {
+                Ok(crate::boot::Scenario::NotBootFromVolume) => Some(format!(
+                    "its storage interface is {} (choose external or cinder)",
+                    record.node.effective_storage_interface(nodes.default_storage())
+                )),
+                Ok(_) => None,
+                Err(e) => Some(e.to_string()),
+            };
+            if let Some(why) = why {
+                return Outcome::Done {
+                    to: format!("/admin/nodes/{uuid}"),
+                    message: format!("Node created, but it cannot boot its volume: {why}."),
+                    bad: true,
+                };
+            }
+        }
         Outcome::on_node(&uuid, format!("Node created.{extra}"))
     })
     .await

@@ -1283,6 +1283,7 @@ fn a_refused_create_re_renders_the_typed_values() {
     let fields = [
         ("name", "typed-node"),
         ("driver", "redfish"),
+        ("capabilities", "iscsi_boot:true"),
         ("bmc_address", "10.0.0.5"),
         ("bmc_username", "root"),
         ("bmc_password", "bmc-secret-typed"),
@@ -1325,7 +1326,7 @@ fn a_refused_create_re_renders_the_typed_values() {
     // Fixed, it goes through; with a target and no storage interface, the node gets external
     // (the default, noop, could not boot its volume); the BMC fields land in driver_info.
     let mut fixed = fields.to_vec();
-    fixed[5] = ("mac", "52:54:00:77:00:01");
+    fixed[6] = ("mac", "52:54:00:77:00:01");
     let created = post(&admin, &cookie, &csrf, "/admin/nodes", &fixed);
     assert_eq!(created.status, 303, "{}", created.body);
     let page = admin.call("GET", created.header("location").unwrap(), None, &[("Cookie", &cookie)]);
@@ -1338,6 +1339,29 @@ fn a_refused_create_re_renders_the_typed_values() {
     let record = db.node_record("typed-node").unwrap().unwrap();
     assert_eq!(record.node.driver_info["redfish_password"], "bmc-secret-typed");
     assert_eq!(record.node.driver_info["redfish_address"], "10.0.0.5");
+
+    // A node that could not boot its volume (noop chosen, or no iscsi_boot) is said at once,
+    // as a failure.
+    let noop = post(
+        &admin,
+        &cookie,
+        &csrf,
+        "/admin/nodes",
+        &[
+            ("name", "noop-node"),
+            ("storage_interface", "noop"),
+            ("volume_id", "vol-noop"),
+            ("target_iqn", "iqn.2024-01.org.example.san:noop"),
+            ("target_portal", "192.0.2.8:3260"),
+        ],
+    );
+    assert_eq!(noop.status, 303, "{}", noop.body);
+    let shown = admin.call("GET", noop.header("location").unwrap(), None, &[("Cookie", &cookie)]);
+    assert!(
+        shown.body.contains("role=\"alert\">Node created, but it cannot boot its volume: its storage interface is noop"),
+        "{}",
+        shown.body
+    );
 
     // An edit with a JSON typo keeps what was typed, and the stored password stays when the
     // field is left empty.
