@@ -63,11 +63,72 @@ pub(super) struct Typed {
 /// Fields never shown again: secrets are typed again.
 const UNECHOED: &[&str] = &["csrf", "auth_password", "bmc_password", "confirm"];
 
+/// Fields typed as JSON: shown again with their secrets masked.
+const JSON_FIELDS: &[&str] = &["driver_info", "instance_info", "properties"];
+
 fn typed_values(form: &HashMap<String, String>) -> HashMap<String, String> {
     form.iter()
         .filter(|(k, _)| !UNECHOED.contains(&k.as_str()))
-        .map(|(k, v)| (k.clone(), v.clone()))
+        .map(|(k, v)| {
+            let v = if JSON_FIELDS.contains(&k.as_str()) { mask_typed_json(v) } else { v.clone() };
+            (k.clone(), v)
+        })
         .collect()
+}
+
+/// JSON as typed, to show again, with the value of every secret key (`secrets::is_secret_key`)
+/// replaced by the mask, even when the text does not parse (the typo that got it refused):
+/// string literals are scanned, and a literal followed by `:` is a key.
+pub(super) fn mask_typed_json(text: &str) -> String {
+    if let Ok(mut value) = serde_json::from_str::<Value>(text) {
+        crate::secrets::mask(&mut value);
+        return serde_json::to_string_pretty(&value).unwrap_or_default();
+    }
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let mut secret_value = false;
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if c == '"' {
+            let start = i;
+            i += 1;
+            while i < chars.len() && chars[i] != '"' {
+                i += if chars[i] == '\\' { 2 } else { 1 };
+            }
+            let end = i.min(chars.len());
+            i = (i + 1).min(chars.len());
+            let literal: String = chars[start..i].iter().collect();
+            if secret_value {
+                out.push_str(&format!("\"{}\"", crate::secrets::MASK));
+                secret_value = false;
+                continue;
+            }
+            out.push_str(&literal);
+            let next = chars[i..].iter().find(|c| !c.is_whitespace());
+            if next == Some(&':') {
+                let key: String = chars[start + 1..end].iter().collect();
+                secret_value = crate::secrets::is_secret_key(&key);
+            }
+            continue;
+        }
+        if secret_value && !c.is_whitespace() && c != ':' {
+            if matches!(c, '{' | '[') {
+                secret_value = false;
+            } else {
+                // A bare value (a number, or text that is not JSON): masked to its end.
+                while i < chars.len() && !matches!(chars[i], ',' | '}' | ']' | '\n') {
+                    i += 1;
+                }
+                out.push_str(&format!("\"{}\"", crate::secrets::MASK));
+                secret_value = false;
+                continue;
+            }
+        }
+        out.push(c);
+        i += 1;
+    }
+    out
 }
 
 /// An action asked again before it is done: the node named, the same form with `confirm`.
@@ -929,6 +990,24 @@ mod tests {
         let mut none = Map::new();
         bmc_fields(&form(&[("bmc_address", "10.0.0.6")]), "fake", None, &mut none);
         assert!(none.is_empty(), "the fake driver has no BMC");
+    }
+
+    #[test]
+    fn typed_json_is_shown_again_without_its_secrets() {
+        let typo = r#"{"redfish_password": "hunter2", "redfish_address": "10.0.0.5", "x": fals"#;
+        let shown = mask_typed_json(typo);
+        assert_eq!(
+            shown,
+            r#"{"redfish_password": "******", "redfish_address": "10.0.0.5", "x": fals"#
+        );
+        let escaped = r#"{"auth_password" : "a\"b", "ipmi_password": 1234, "token": secret}"#;
+        let shown = mask_typed_json(escaped);
+        assert!(!shown.contains("a\\\"b") && !shown.contains("1234") && !shown.contains("secret}"));
+        assert_eq!(shown.matches("******").count(), 3, "{shown}");
+        let unterminated = r#"{"auth_password": "no end"#;
+        assert!(!mask_typed_json(unterminated).contains("no end"));
+        let parsed = mask_typed_json(r#"{"fake_password": "pw", "a": 1}"#);
+        assert!(parsed.contains("******") && !parsed.contains("\"pw\""), "{parsed}");
     }
 
     #[test]

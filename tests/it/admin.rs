@@ -1376,11 +1376,21 @@ fn a_refused_create_re_renders_the_typed_values() {
             ("driver", "redfish"),
             ("bmc_address", "10.0.0.9"),
             ("bmc_password", ""),
-            ("driver_info", "{\"redfish_verify_ca\": fals"),
+            (
+                "driver_info",
+                "{\"redfish_password\": \"json-secret-9\", \"redfish_verify_ca\": fals",
+            ),
         ],
     );
     assert_eq!(typo.status, 400, "{}", typo.body);
-    assert!(typo.body.contains("{&quot;redfish_verify_ca&quot;: fals"), "{}", typo.body);
+    assert!(!typo.body.contains("json-secret-9"), "a secret typed in JSON is not shown again");
+    assert!(
+        typo.body.contains(
+            "{&quot;redfish_password&quot;: &quot;******&quot;, &quot;redfish_verify_ca&quot;: fals"
+        ),
+        "the typo kept as typed, its secret masked: {}",
+        typo.body
+    );
     assert!(typo.body.contains("value=\"10.0.0.9\""), "{}", typo.body);
     assert!(typo.body.contains("<details id=\"edit-node\" open>"));
     let saved = post(
