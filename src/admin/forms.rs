@@ -1,5 +1,12 @@
 //! The admin forms: create, edit and delete nodes, ports, volume connectors and volume targets;
-//! maintenance; power, provision (manage, provide, deploy, undeploy) and validate a node.
+//! maintenance; power, provision (manage, provide, deploy, undeploy) and validate a node; the
+//! same on many nodes at once (`bulk`: power, maintenance, provide).
+//!
+//! Power off, reboot, soft power off, undeploy and delete change nothing without `confirm=<the
+//! node's name>` (the server's rule, not the page's): without it they answer the confirmation
+//! step, a page naming the node whose button posts the same form with it. A refused form
+//! renders its page again with what was typed (secrets left out: they are typed again) and the
+//! message beside the form.
 //!
 //! Each form turns its fields into the `inventory` parsers' specs and calls the node service
 //! ([`crate::nodes::NodeService`]), the same functions the REST API calls: a form writes exactly
@@ -18,11 +25,14 @@ use axum::response::{IntoResponse, Redirect, Response};
 use serde_json::{Map, Value, json};
 
 use super::node::render_node;
+use super::rack::{needs_confirmation, started};
 use super::session::Session;
-use super::{AdminState, checked_post};
+use super::{AdminState, NodesView, checked_post};
 use crate::api::StateChange;
 use crate::inventory::{self, ChildSpec};
-use crate::model::{Child, ChildKind, NodeRecord, ProvisionState, Stamped, new_uuid};
+use crate::model::{
+    Child, ChildKind, Driver, NodeRecord, ProvisionState, Stamped, StorageInterfaceName, new_uuid,
+};
 use crate::nodes::{NodeError, NodeService};
 
 fn field<'a>(form: &'a HashMap<String, String>, name: &str) -> &'a str {
@@ -39,21 +49,124 @@ fn status_of(e: &NodeError) -> StatusCode {
     }
 }
 
+/// What a refused form had in it, to show it again.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Typed {
+    /// Which form (`edit-node`, `add-targets`, `targets-<uuid>`, ...).
+    pub(super) form: String,
+    /// Its fields as typed, secrets left out.
+    pub(super) values: HashMap<String, String>,
+    /// The field the refusal is about, when known.
+    pub(super) field: Option<&'static str>,
+}
+
+/// Fields never shown again: secrets are typed again.
+const UNECHOED: &[&str] = &["csrf", "auth_password", "bmc_password", "confirm"];
+
+/// Fields typed as JSON: shown again with their secrets masked.
+const JSON_FIELDS: &[&str] = &["driver_info", "instance_info", "properties"];
+
+fn typed_values(form: &HashMap<String, String>) -> HashMap<String, String> {
+    form.iter()
+        .filter(|(k, _)| !UNECHOED.contains(&k.as_str()))
+        .map(|(k, v)| {
+            let v = if JSON_FIELDS.contains(&k.as_str()) { mask_typed_json(v) } else { v.clone() };
+            (k.clone(), v)
+        })
+        .collect()
+}
+
+/// JSON as typed, to show again, with the value of every secret key (`secrets::is_secret_key`)
+/// replaced by the mask, even when the text does not parse (the typo that got it refused):
+/// string literals are scanned, and a literal followed by `:` is a key.
+pub(super) fn mask_typed_json(text: &str) -> String {
+    if let Ok(mut value) = serde_json::from_str::<Value>(text) {
+        crate::secrets::mask(&mut value);
+        return serde_json::to_string_pretty(&value).unwrap_or_default();
+    }
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let mut secret_value = false;
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if c == '"' {
+            let start = i;
+            i += 1;
+            while i < chars.len() && chars[i] != '"' {
+                i += if chars[i] == '\\' { 2 } else { 1 };
+            }
+            let end = i.min(chars.len());
+            i = (i + 1).min(chars.len());
+            let literal: String = chars[start..i].iter().collect();
+            if secret_value {
+                out.push_str(&format!("\"{}\"", crate::secrets::MASK));
+                secret_value = false;
+                continue;
+            }
+            out.push_str(&literal);
+            let next = chars[i..].iter().find(|c| !c.is_whitespace());
+            if next == Some(&':') {
+                let key: String = chars[start + 1..end].iter().collect();
+                secret_value = crate::secrets::is_secret_key(&key);
+            }
+            continue;
+        }
+        if secret_value && !c.is_whitespace() && c != ':' {
+            if matches!(c, '{' | '[') {
+                secret_value = false;
+            } else {
+                // A bare value (a number, or text that is not JSON): masked to its end.
+                while i < chars.len() && !matches!(chars[i], ',' | '}' | ']' | '\n') {
+                    i += 1;
+                }
+                out.push_str(&format!("\"{}\"", crate::secrets::MASK));
+                secret_value = false;
+                continue;
+            }
+        }
+        out.push(c);
+        i += 1;
+    }
+    out
+}
+
+/// An action asked again before it is done: the node named, the same form with `confirm`.
+pub(super) struct Confirm {
+    /// What the button says ("Power off node-7").
+    pub(super) what: String,
+    /// What it will do, in a sentence.
+    pub(super) consequence: String,
+    /// Where the form posts.
+    pub(super) action: String,
+    /// The form's fields (without the CSRF token), `confirm` among them.
+    pub(super) fields: Vec<(String, String)>,
+    /// Where "Cancel" goes.
+    pub(super) back: String,
+}
+
 /// What a form came to.
 enum Outcome {
-    /// Worked: go to `to`, showing `message` there.
-    Done { to: String, message: String },
+    /// Worked (or ran and found problems, `bad`): go to `to`, showing `message` there.
+    Done { to: String, message: String, bad: bool },
     /// Refused: show the node page (or the nodes list when `node` is `None`) with `message`.
-    Refused { node: Option<String>, status: StatusCode, message: String },
+    Refused { node: Option<String>, status: StatusCode, message: String, typed: Option<Box<Typed>> },
+    /// Not done yet: ask first.
+    Confirm(Box<Confirm>),
 }
 
 impl Outcome {
     fn refused(node: &str, status: StatusCode, message: impl Into<String>) -> Outcome {
-        Outcome::Refused { node: Some(node.to_owned()), status, message: message.into() }
+        Outcome::Refused {
+            node: Some(node.to_owned()),
+            status,
+            message: message.into(),
+            typed: None,
+        }
     }
 
     fn on_node(node: &str, message: impl Into<String>) -> Outcome {
-        Outcome::Done { to: format!("/admin/nodes/{node}"), message: message.into() }
+        Outcome::Done { to: format!("/admin/nodes/{node}"), message: message.into(), bad: false }
     }
 
     /// The node service's refusal, on `node`'s page (after `what: ` when given).
@@ -74,40 +187,114 @@ impl Outcome {
     }
 }
 
-/// Turns an outcome into the answer: a 303 with a flash message, or the page with the problem.
-async fn finish(state: &AdminState, s: &Session, outcome: Outcome) -> Response {
+/// Turns an outcome into the answer: a 303 with a flash message, the page with the problem and
+/// what was typed in `typed_form` (when the form has an id), or the confirmation step.
+async fn finish(
+    state: &AdminState,
+    s: &Session,
+    outcome: Outcome,
+    typed_form: Option<String>,
+    form: &HashMap<String, String>,
+) -> Response {
     match outcome {
-        Outcome::Done { to, message } => {
-            state.sessions.set_flash(&s.cookie, message);
+        Outcome::Done { to, message, bad } => {
+            let sessions = state.sessions().await;
+            if bad {
+                sessions.set_flash_error(&s.cookie, message);
+            } else {
+                sessions.set_flash(&s.cookie, message);
+            }
             Redirect::to(&to).into_response()
         }
-        Outcome::Refused { node: Some(node), status, message } => {
-            render_node(state, s, &node, status, None, Some(message)).await
+        Outcome::Refused { node: Some(node), status, message, typed } => {
+            let typed = typed.map(|t| *t).or_else(|| {
+                typed_form.map(|id| Typed { form: id, values: typed_values(form), field: None })
+            });
+            render_node(state, s, &node, status, Some(message), typed).await
         }
-        Outcome::Refused { node: None, status, message } => {
-            super::render_nodes(state, s, status, None, Some(message), None).await
+        Outcome::Refused { node: None, status, message, typed } => {
+            let mut view = NodesView::new(super::rack::ListQuery::parse(&HashMap::new()));
+            match typed.map(|t| *t) {
+                Some(typed) => {
+                    view.field_error = typed.field.map(|f| (f, message));
+                    view.typed = typed.values;
+                    if view.field_error.is_none() {
+                        view.problem = Some("The node was not created: see the form.".into());
+                    }
+                }
+                None => view.problem = Some(message),
+            }
+            super::render_nodes(state, s, status, view).await
         }
+        Outcome::Confirm(confirm) => super::node::render_confirm(state, s, *confirm),
     }
 }
 
-/// Runs a form handler after the session and CSRF checks.
+/// Runs a form handler after the session and CSRF checks; a refusal shows the form
+/// `typed_form` again with what was typed.
 async fn with_session<F, Fut>(
     state: &AdminState,
     headers: &HeaderMap,
+    uri: &Uri,
     form: &HashMap<String, String>,
+    typed_form: Option<String>,
     run: F,
 ) -> Response
 where
     F: FnOnce(Session) -> Fut,
     Fut: std::future::Future<Output = Outcome>,
 {
-    match checked_post(state, headers, form) {
+    match checked_post(state, headers, uri, form).await {
         Ok(s) => {
             let outcome = run(s.clone()).await;
-            finish(state, &s, outcome).await
+            finish(state, &s, outcome, typed_form, form).await
         }
         Err(refused) => *refused,
     }
+}
+
+/// The confirmation step of `form`'s action on `record` when it needs one and `confirm` does
+/// not name the node; `None` when it may go on.
+fn unconfirmed(
+    record: &NodeRecord,
+    form: &HashMap<String, String>,
+    path: &str,
+    which: &str,
+    target: &str,
+) -> Option<Outcome> {
+    let name = &record.node.name;
+    if !needs_confirmation(which, target) || field(form, "confirm") == name {
+        return None;
+    }
+    let (what, consequence) = match (which, target) {
+        ("power", "power off") => {
+            ("Power off", "cuts the node's power at once, as pulling the plug would")
+        }
+        ("power", "soft power off") => {
+            ("Soft power off", "asks the node's operating system to shut down")
+        }
+        ("power", _) => {
+            ("Reboot", "restarts the node at once, without asking its operating system")
+        }
+        ("provision", _) => {
+            ("Undeploy", "detaches its volumes and makes it available again (its instance stops)")
+        }
+        _ => ("Delete", "removes the node, its ports, connectors and targets from bootvol"),
+    };
+    let mut fields: Vec<(String, String)> = form
+        .iter()
+        .filter(|(k, _)| k.as_str() != "csrf" && k.as_str() != "confirm")
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    fields.sort();
+    fields.push(("confirm".into(), name.clone()));
+    Some(Outcome::Confirm(Box::new(Confirm {
+        what: format!("{what} {name}"),
+        consequence: format!("This {consequence}."),
+        action: path.to_owned(),
+        fields,
+        back: format!("/admin/nodes/{}", record.node.uuid),
+    })))
 }
 
 /// `POST /admin/nodes/{node}/{name}`: the forms of a node's page, by name; the name of a child
@@ -115,16 +302,23 @@ where
 pub(super) async fn node_form(
     State(state): State<AdminState>,
     Path((node, name)): Path<(String, String)>,
+    uri: Uri,
     headers: HeaderMap,
     Form(form): Form<HashMap<String, String>>,
 ) -> Response {
-    with_session(&state, &headers, &form, |_| async {
+    let typed_form = match name.as_str() {
+        "edit" => Some("edit-node".to_owned()),
+        "ports" | "connectors" | "targets" => Some(format!("add-{name}")),
+        _ => None,
+    };
+    let path = uri.path().to_owned();
+    with_session(&state, &headers, &uri, &form, typed_form, |_| async {
         match name.as_str() {
-            which @ ("power" | "provision") => set_state(&state, &node, &form, which).await,
+            which @ ("power" | "provision") => set_state(&state, &node, &form, &path, which).await,
             "validate" => validate(&state, &node).await,
             "maintenance" => maintenance(&state, &node, &form).await,
             "edit" => edit_node(&state, &node, &form).await,
-            "delete" => delete_node(&state, &node).await,
+            "delete" => delete_node(&state, &node, &form, &path).await,
             segment => add_child(&state, &node, segment, &form).await,
         }
     })
@@ -137,16 +331,22 @@ async fn set_state(
     state: &AdminState,
     node: &str,
     form: &HashMap<String, String>,
+    path: &str,
     which: &str,
 ) -> Outcome {
     let target = field(form, "target");
+    let record = match state.nodes().node(node).await {
+        Ok(record) => record,
+        Err(e) => return Outcome::failed(node, &e, None),
+    };
+    if let Some(ask) = unconfirmed(&record, form, path, which, target) {
+        return ask;
+    }
     let change = if which == "power" { StateChange::Power } else { StateChange::Provision };
-    let started = crate::api::start_state_change(&state.api, node, change, target).await;
-    match started {
-        Ok(uuid) => {
-            Outcome::on_node(&uuid, format!("{} action \"{target}\" started.", capitalized(which)))
-        }
-        Err(e) => Outcome::refused(node, e.status(), e.message()),
+    let uuid = &record.node.uuid;
+    match crate::api::start_state_change(&state.api, uuid, change, target).await {
+        Ok(uuid) => Outcome::on_node(&uuid, started(which, target)),
+        Err(e) => Outcome::refused(uuid, e.status(), e.message()),
     }
 }
 
@@ -180,7 +380,12 @@ async fn validate(state: &AdminState, node: &str) -> Outcome {
             ),
         })
         .collect();
-    Outcome::on_node(&record.node.uuid, format!("Validation: {}", lines.join("; ")))
+    let bad = lines.iter().any(|l| !l.ends_with(": ok"));
+    Outcome::Done {
+        to: format!("/admin/nodes/{}", record.node.uuid),
+        message: format!("Validation{}: {}", if bad { " failed" } else { "" }, lines.join("; ")),
+        bad,
+    }
 }
 
 /// A JSON object typed into a text area (empty means `{}`).
@@ -193,6 +398,73 @@ fn json_object(form: &HashMap<String, String>, name: &str) -> Result<Map<String,
         Ok(Value::Object(map)) => Ok(map),
         Ok(_) => Err(format!("{name}: must be a JSON object, like {{\"key\": \"value\"}}")),
         Err(e) => Err(format!("{name}: not valid JSON ({e})")),
+    }
+}
+
+/// The `driver_info` keys of a driver's BMC fields (address, system id, user, password), by
+/// Ironic's names; `None` for drivers without a BMC.
+pub(super) fn bmc_keys(driver: &str) -> Option<[Option<&'static str>; 4]> {
+    match driver.parse::<Driver>().ok()? {
+        Driver::Redfish => Some([
+            Some("redfish_address"),
+            Some("redfish_system_id"),
+            Some("redfish_username"),
+            Some("redfish_password"),
+        ]),
+        Driver::Ipmi => {
+            Some([Some("ipmi_address"), None, Some("ipmi_username"), Some("ipmi_password")])
+        }
+        Driver::Fake => None,
+    }
+}
+
+/// The BMC fields of the form (`bmc_address`, `bmc_system_id`, `bmc_username`,
+/// `bmc_password`), when it has them, into `driver_info` under `driver`'s key names: a field
+/// left empty removes its key, except the password, which is write-only: empty keeps the
+/// stored one (sent as the mask, which the node service restores).
+fn bmc_fields(
+    form: &HashMap<String, String>,
+    driver: &str,
+    stored: Option<&Map<String, Value>>,
+    map: &mut Map<String, Value>,
+) {
+    let Some(keys) = bmc_keys(if driver.is_empty() { "fake" } else { driver }) else { return };
+    let names = ["bmc_address", "bmc_system_id", "bmc_username", "bmc_password"];
+    for (name, key) in names.iter().zip(keys) {
+        let Some(key) = key else { continue };
+        if !form.contains_key(*name) {
+            continue;
+        }
+        let value = field(form, name);
+        if !value.is_empty() {
+            map.insert(key.into(), json!(value));
+        } else if *name == "bmc_password" && stored.is_some_and(|d| d.contains_key(key)) {
+            map.insert(key.into(), json!(crate::secrets::MASK));
+        } else {
+            map.remove(key);
+        }
+    }
+}
+
+/// The create form's field a refusal is about: `kind` is what was refused (`node`, `port`,
+/// `volume connector`, `volume target`), `message` why.
+fn create_field(kind: &str, message: &str) -> &'static str {
+    let m = message.to_lowercase();
+    match kind {
+        "port" => "mac",
+        "volume connector" => "connector_iqn",
+        "volume target" if m.contains("portal") => "target_portal",
+        "volume target" if m.contains("lun") => "target_lun",
+        "volume target" if m.contains("auth") || m.contains("chap") => "auth_username",
+        "volume target" if m.contains("iqn") => "target_iqn",
+        "volume target" => "volume_id",
+        _ if m.contains("redfish_") || m.contains("ipmi_") || m.contains("driver_info") => {
+            "bmc_address"
+        }
+        _ if m.contains("capabilit") => "capabilities",
+        _ if m.contains("storage_interface") => "storage_interface",
+        _ if m.contains("driver") => "driver",
+        _ => "name",
     }
 }
 
@@ -229,11 +501,14 @@ fn node_document(
         ("driver_info", current.map(|n| &n.driver_info)),
         ("instance_info", current.map(|n| &n.instance_info)),
     ] {
-        let map = match (form.contains_key(key), kept) {
+        let mut map = match (form.contains_key(key), kept) {
             (true, _) => json_object(form, key)?,
             (false, Some(kept)) => kept.clone(),
             (false, None) => Map::new(),
         };
+        if key == "driver_info" {
+            bmc_fields(form, driver, current.map(|n| &n.driver_info), &mut map);
+        }
         node.insert(key.into(), Value::Object(map));
     }
     if let Some(n) = current {
@@ -280,25 +555,44 @@ fn initial_children(form: &HashMap<String, String>) -> Vec<(ChildKind, Value)> {
 }
 
 /// Creates a node with, optionally, one port, an iqn connector and an iSCSI boot target; all
-/// or nothing (a refused child deletes the node just created).
+/// or nothing (a refused child deletes the node just created). With a target and no storage
+/// interface chosen, the node gets `external` when the configured default is `noop` (with
+/// `noop` it could not boot its volume). A refusal shows the form again as typed (secrets left
+/// out), the message beside the field it is about.
 pub(super) async fn create_node(
     State(state): State<AdminState>,
+    uri: Uri,
     headers: HeaderMap,
     Form(form): Form<HashMap<String, String>>,
 ) -> Response {
-    with_session(&state, &headers, &form, |_| async {
-        let refused =
-            |status: StatusCode, message: String| Outcome::Refused { node: None, status, message };
+    with_session(&state, &headers, &uri, &form, None, |_| async {
+        let refused = |status: StatusCode, kind: &str, message: String| Outcome::Refused {
+            node: None,
+            status,
+            typed: Some(Box::new(Typed {
+                form: "create".into(),
+                values: typed_values(&form),
+                field: Some(create_field(kind, &message)),
+            })),
+            message,
+        };
+        let mut form = form.clone();
+        let defaulted = field(&form, "storage_interface").is_empty()
+            && !field(&form, "volume_id").is_empty()
+            && state.nodes().default_storage() == StorageInterfaceName::Noop;
+        if defaulted {
+            form.insert("storage_interface".into(), "external".into());
+        }
         let uuid = new_uuid();
         let spec = node_document(&form, &uuid, None)
             .and_then(|doc| inventory::parse_node(&Value::Object(doc), state.api.config()));
         let spec = match spec {
             Ok(spec) => spec,
-            Err(e) => return refused(StatusCode::BAD_REQUEST, format!("node: {e}")),
+            Err(e) => return refused(StatusCode::BAD_REQUEST, "node", format!("node: {e}")),
         };
         let nodes = state.nodes();
         if let Err(e) = nodes.create_node(uuid.clone(), spec, ProvisionState::Enroll).await {
-            return refused(status_of(&e), format!("node: {e}"));
+            return refused(status_of(&e), "node", format!("node: {e}"));
         }
         for (kind, doc) in initial_children(&form) {
             let created = match ChildSpec::parse(kind, &doc) {
@@ -310,10 +604,136 @@ pub(super) async fn create_node(
                     tracing::error!(node = uuid, error = %undo, "admin: undoing a node creation");
                 }
                 let message = format!("{}: {e} (the node was not created)", kind.label());
-                return refused(status_of(&e), message);
+                return refused(status_of(&e), kind.label(), message);
             }
         }
-        Outcome::on_node(&uuid, "Node created.")
+        let extra = if defaulted {
+            " Storage interface: external (a volume target was given; the default, noop, cannot boot it)."
+        } else {
+            ""
+        };
+        // A target that the node will not boot is said at once, as a failure, not found later.
+        if !field(&form, "volume_id").is_empty()
+            && let Ok(record) = nodes.node(&uuid).await
+        {
+            let why = match crate::boot::decide(&record, nodes.default_storage()) {
+                Ok(crate::boot::Scenario::NotBootFromVolume) => Some(format!(
+                    "its storage interface is {} (choose external or cinder)",
+                    record.node.effective_storage_interface(nodes.default_storage())
+                )),
+                Ok(_) => None,
+                Err(e) => Some(e.to_string()),
+            };
+            if let Some(why) = why {
+                return Outcome::Done {
+                    to: format!("/admin/nodes/{uuid}"),
+                    message: format!("Node created, but it cannot boot its volume: {why}."),
+                    bad: true,
+                };
+            }
+        }
+        Outcome::on_node(&uuid, format!("Node created.{extra}"))
+    })
+    .await
+}
+
+/// `POST /admin/bulk`: one action on the nodes ticked in the list (`node`, repeated): `power
+/// on`, `power off`, `rebooting`, `soft power off`, `maintenance on`, `maintenance off` or
+/// `provide`. Power off, reboot and soft power off need `confirm` naming the nodes (as the
+/// confirmation step lists them). Each node is done or refused on its own; the message says
+/// which. Back to the list as it was (`back`).
+pub(super) async fn bulk(
+    State(state): State<AdminState>,
+    uri: Uri,
+    headers: HeaderMap,
+    Form(pairs): Form<Vec<(String, String)>>,
+) -> Response {
+    let form: HashMap<String, String> = pairs.iter().cloned().collect();
+    let picked: Vec<String> =
+        pairs.iter().filter(|(k, _)| k == "node").map(|(_, v)| v.clone()).collect();
+    let back = super::safe_next(form.get("back").map(String::as_str));
+    with_session(&state, &headers, &uri, &form, None, |_| async {
+        let action = field(&form, "action");
+        let refused = |message: String| Outcome::Done { to: back.clone(), message, bad: true };
+        let (which, target) = match action {
+            "power on" | "power off" | "rebooting" | "soft power off" => ("power", action),
+            "maintenance on" | "maintenance off" => ("maintenance", action),
+            "provide" => ("provision", action),
+            _ => return refused("Choose an action for the selected nodes.".into()),
+        };
+        if picked.is_empty() {
+            return refused("No node was selected: tick the nodes first.".into());
+        }
+        let mut records = Vec::new();
+        for key in &picked {
+            match state.nodes().node(key).await {
+                Ok(record) => records.push(record),
+                Err(e) => return refused(format!("Nothing was done: {e}")),
+            }
+        }
+        let names: Vec<String> = records.iter().map(|r| r.node.name.clone()).collect();
+        let listed = names.join(", ");
+        if needs_confirmation(which, target) && field(&form, "confirm") != listed {
+            let mut fields: Vec<(String, String)> =
+                records.iter().map(|r| ("node".to_owned(), r.node.uuid.clone())).collect();
+            fields.push(("action".into(), action.into()));
+            fields.push(("back".into(), back.clone()));
+            fields.push(("confirm".into(), listed.clone()));
+            let label = started(which, target).replace(" started.", "");
+            return Outcome::Confirm(Box::new(Confirm {
+                what: format!("{label} {} node(s)", records.len()),
+                consequence: format!("{label} these {} node(s): {listed}.", records.len()),
+                action: "/admin/bulk".into(),
+                fields,
+                back: back.clone(),
+            }));
+        }
+        let (mut done, mut failed) = (Vec::new(), Vec::new());
+        for record in &records {
+            let name = record.node.name.clone();
+            let result = match which {
+                "maintenance" => state
+                    .nodes()
+                    .set_maintenance(&record.node.uuid, target == "maintenance on", None)
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| e.to_string()),
+                _ => {
+                    let change =
+                        if which == "power" { StateChange::Power } else { StateChange::Provision };
+                    crate::api::start_state_change(&state.api, &record.node.uuid, change, target)
+                        .await
+                        .map(|_| ())
+                        .map_err(|e| e.message().to_owned())
+                }
+            };
+            match result {
+                Ok(()) => done.push(name),
+                Err(e) => failed.push(format!("{name}: {e}")),
+            }
+        }
+        let what = match which {
+            "maintenance" if target == "maintenance on" => "Maintenance set".to_owned(),
+            "maintenance" => "Maintenance ended".to_owned(),
+            _ => started(which, target).replace('.', ""),
+        };
+        let mut message = if done.is_empty() {
+            String::new()
+        } else {
+            format!("{what} on {} node(s): {}. ", done.len(), done.join(", "))
+        };
+        if !failed.is_empty() {
+            message.push_str(&format!(
+                "Refused on {} node(s): {}",
+                failed.len(),
+                failed.join("; ")
+            ));
+        }
+        Outcome::Done {
+            to: back.clone(),
+            message: message.trim_end().to_owned(),
+            bad: !failed.is_empty(),
+        }
     })
     .await
 }
@@ -342,11 +762,24 @@ async fn edit_node(state: &AdminState, node: &str, form: &HashMap<String, String
 }
 
 /// Deletes a node (refused while it is deployed or has volumes attached).
-async fn delete_node(state: &AdminState, node: &str) -> Outcome {
-    match state.nodes().delete_node(node).await {
+async fn delete_node(
+    state: &AdminState,
+    node: &str,
+    form: &HashMap<String, String>,
+    path: &str,
+) -> Outcome {
+    let record = match state.nodes().node(node).await {
+        Ok(record) => record,
+        Err(e) => return Outcome::failed(node, &e, None),
+    };
+    if let Some(ask) = unconfirmed(&record, form, path, "delete", "delete") {
+        return ask;
+    }
+    match state.nodes().delete_node(&record.node.uuid).await {
         Ok(record) => Outcome::Done {
             to: "/admin/".into(),
             message: format!("Node {} deleted.", record.node.name),
+            bad: false,
         },
         Err(e) => Outcome::failed(node, &e, None),
     }
@@ -449,7 +882,8 @@ pub(super) async fn child_form(
     Form(form): Form<HashMap<String, String>>,
 ) -> Response {
     let delete = uri.path().ends_with("/delete");
-    with_session(&state, &headers, &form, |_| async {
+    let typed_form = (!delete).then(|| format!("{segment}-{id}"));
+    with_session(&state, &headers, &uri, &form, typed_form, |_| async {
         let (kind, uuid) = match child_of(&state, &node, &segment).await {
             Ok(found) => found,
             Err(refused) => return refused,
@@ -473,11 +907,6 @@ pub(super) async fn child_form(
         Outcome::of(&uuid, saved, format!("{} saved.", kind.title()), kind.label())
     })
     .await
-}
-
-fn capitalized(text: &str) -> String {
-    let mut chars = text.chars();
-    chars.next().map_or_else(String::new, |c| c.to_uppercase().chain(chars).collect())
 }
 
 #[cfg(test)]
@@ -528,6 +957,66 @@ mod tests {
         let doc = node_document(&same, &current.node.uuid, Some(&current)).unwrap();
         let spec = inventory::parse_node(&Value::Object(doc), &config).unwrap();
         assert!(NodeService::node_unchanged(&current, &spec));
+    }
+
+    #[test]
+    fn bmc_fields_go_under_the_drivers_names_and_the_password_is_write_only() {
+        let stored: Map<String, Value> = serde_json::from_value(
+            json!({"redfish_address": "https://old", "redfish_password": "pw", "x": 1}),
+        )
+        .unwrap();
+        let mut map = stored.clone();
+        let typed = form(&[
+            ("bmc_address", "https://10.0.0.5"),
+            ("bmc_system_id", ""),
+            ("bmc_username", "admin"),
+            ("bmc_password", ""),
+        ]);
+        bmc_fields(&typed, "redfish", Some(&stored), &mut map);
+        assert_eq!(
+            Value::Object(map),
+            json!({"redfish_address": "https://10.0.0.5", "redfish_username": "admin",
+                   "redfish_password": crate::secrets::MASK, "x": 1}),
+            "an empty password keeps the stored one (the mask), an empty system id is removed"
+        );
+        let mut fresh = Map::new();
+        bmc_fields(
+            &form(&[("bmc_address", "10.0.0.6"), ("bmc_password", "s")]),
+            "ipmi",
+            None,
+            &mut fresh,
+        );
+        assert_eq!(Value::Object(fresh), json!({"ipmi_address": "10.0.0.6", "ipmi_password": "s"}));
+        let mut none = Map::new();
+        bmc_fields(&form(&[("bmc_address", "10.0.0.6")]), "fake", None, &mut none);
+        assert!(none.is_empty(), "the fake driver has no BMC");
+    }
+
+    #[test]
+    fn typed_json_is_shown_again_without_its_secrets() {
+        let typo = r#"{"redfish_password": "hunter2", "redfish_address": "10.0.0.5", "x": fals"#;
+        let shown = mask_typed_json(typo);
+        assert_eq!(
+            shown,
+            r#"{"redfish_password": "******", "redfish_address": "10.0.0.5", "x": fals"#
+        );
+        let escaped = r#"{"auth_password" : "a\"b", "ipmi_password": 1234, "token": secret}"#;
+        let shown = mask_typed_json(escaped);
+        assert!(!shown.contains("a\\\"b") && !shown.contains("1234") && !shown.contains("secret}"));
+        assert_eq!(shown.matches("******").count(), 3, "{shown}");
+        let unterminated = r#"{"auth_password": "no end"#;
+        assert!(!mask_typed_json(unterminated).contains("no end"));
+        let parsed = mask_typed_json(r#"{"fake_password": "pw", "a": 1}"#);
+        assert!(parsed.contains("******") && !parsed.contains("\"pw\""), "{parsed}");
+    }
+
+    #[test]
+    fn a_refusal_names_the_create_forms_field() {
+        assert_eq!(create_field("port", "\"x\" is not a MAC address"), "mac");
+        assert_eq!(create_field("volume connector", "not an iSCSI name"), "connector_iqn");
+        assert_eq!(create_field("volume target", "target_portal: bad"), "target_portal");
+        assert_eq!(create_field("node", "node: driver_info.redfish_address: bad"), "bmc_address");
+        assert_eq!(create_field("node", "node: a node named n1 exists"), "name");
     }
 
     #[test]

@@ -22,6 +22,7 @@ mod activity;
 mod forms;
 mod node;
 mod password;
+mod rack;
 mod session;
 
 use std::collections::HashMap;
@@ -30,7 +31,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::{ConnectInfo, Extension, Form, Query, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use minijinja::{Environment, context};
@@ -54,7 +55,8 @@ struct AdminState {
     /// `[api] auth_strategy = "noauth"`: the page needs no log-in, as the API needs none.
     auth_off: bool,
     templates: Arc<Environment<'static>>,
-    sessions: Arc<Sessions>,
+    /// Made at first use: its signing key and log-outs come from the database.
+    sessions: Arc<tokio::sync::OnceCell<Sessions>>,
     limiter: Arc<LoginLimiter>,
 }
 
@@ -70,11 +72,22 @@ const TEMPLATES: &[(&str, &str)] = &[
     ("nodes.html.j2", include_str!("../../templates/admin/nodes.html.j2")),
     ("node.html.j2", include_str!("../../templates/admin/node.html.j2")),
     ("activity.html.j2", include_str!("../../templates/admin/activity.html.j2")),
+    ("confirm.html.j2", include_str!("../../templates/admin/confirm.html.j2")),
     ("password.html.j2", include_str!("../../templates/admin/password.html.j2")),
 ];
 
+/// What the browser checks before a form is sent (`pattern`, anchored whole): a MAC in the
+/// forms `MacAddr` parses, an iSCSI name, a portal. The server still decides.
+const MAC_PATTERN: &str = r"([0-9A-Fa-f]{2}:){5}[0-9A-Fa-f]{2}|([0-9A-Fa-f]{2}-){5}[0-9A-Fa-f]{2}|([0-9A-Fa-f]{4}\.){2}[0-9A-Fa-f]{4}|[0-9A-Fa-f]{12}";
+const IQN_PATTERN: &str =
+    r"[iI][qQ][nN]\.[0-9]{4}-[0-9]{2}\..+|[eE][uU][iI]\.[0-9A-Fa-f]{16}|[nN][aA][aA]\.[0-9A-Fa-f]+";
+const PORTAL_PATTERN: &str = r"[A-Za-z0-9.\-]+(:[0-9]{1,5})?|\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?";
+
 fn environment(auth_off: bool, secrets_to_anyone: bool) -> Environment<'static> {
     let mut env = Environment::new();
+    env.add_global("mac_pattern", MAC_PATTERN);
+    env.add_global("iqn_pattern", IQN_PATTERN);
+    env.add_global("portal_pattern", PORTAL_PATTERN);
     env.add_global("auth_off", auth_off);
     env.add_global("secrets_to_anyone", secrets_to_anyone);
     env.set_auto_escape_callback(|_| minijinja::AutoEscape::Html);
@@ -93,7 +106,7 @@ pub fn router(api: ApiState) -> Router {
         auth_off,
         api,
         templates: Arc::new(environment(auth_off, secrets_to_anyone)),
-        sessions: Arc::new(Sessions::new()),
+        sessions: Arc::new(tokio::sync::OnceCell::new()),
         limiter: Arc::new(LoginLimiter::new(session::LOGIN_ATTEMPTS, session::LOGIN_WINDOW)),
     };
     Router::new()
@@ -101,6 +114,7 @@ pub fn router(api: ApiState) -> Router {
         .route("/admin/", get(nodes_page))
         .route("/admin/activity", get(activity_page))
         .route("/admin/nodes", post(forms::create_node))
+        .route("/admin/bulk", post(forms::bulk))
         .route("/admin/nodes/{node}", get(node_page))
         .route("/admin/nodes/{node}/{form}", post(forms::node_form))
         .route("/admin/nodes/{node}/{child}/{id}", post(forms::child_form))
@@ -161,6 +175,25 @@ impl AdminState {
         self.api.nodes()
     }
 
+    /// The session store, made the first time with the signing key and the log-outs kept in
+    /// the database (a key drawn now, and said so, when the database cannot give one).
+    async fn sessions(&self) -> &Sessions {
+        self.sessions
+            .get_or_init(|| async {
+                let now = i64::try_from(crate::timefmt::now_unix()).unwrap_or(i64::MAX);
+                let key = self.nodes().admin_session_key(Sessions::random_key()).await;
+                let logged_out = self.nodes().admin_logouts(now).await;
+                match (key, logged_out) {
+                    (Ok(key), Ok(logged_out)) => Sessions::new(key, logged_out),
+                    (Err(e), _) | (_, Err(e)) => {
+                        tracing::error!(error = %e, "admin sessions: no kept key, sessions end at restart");
+                        Sessions::new(Sessions::random_key(), Vec::new())
+                    }
+                }
+            })
+            .await
+    }
+
     fn render(&self, status: StatusCode, name: &str, ctx: minijinja::Value) -> Response {
         match self.templates.get_template(name).and_then(|t| t.render(ctx)) {
             Ok(body) => html(status, body),
@@ -172,40 +205,75 @@ impl AdminState {
     }
 }
 
+/// Where a log-in goes next: `next` when it is a page of this admin (a path under `/admin/`,
+/// nothing that could leave the site), else the nodes list.
+pub(super) fn safe_next(next: Option<&str>) -> String {
+    match next {
+        Some(n)
+            if n.starts_with("/admin/")
+                && !n.contains("//")
+                && !n.contains('\\')
+                && n.chars().all(|c| c.is_ascii_graphic()) =>
+        {
+            n.to_owned()
+        }
+        _ => "/admin/".to_owned(),
+    }
+}
+
 /// The login page: opens (or reuses) an anonymous session so the form carries a CSRF token.
-async fn login_page(State(state): State<AdminState>, headers: HeaderMap) -> Response {
-    let secure = behind_tls(&headers);
+async fn login_page(
+    State(state): State<AdminState>,
+    Query(query): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+) -> Response {
+    let next = safe_next(query.get("next").map(String::as_str));
+    login_form(&state, &headers, StatusCode::OK, &next, None).await
+}
+
+/// The login form (or, with `noauth`, a session at once and on to `next`), with `error`.
+async fn login_form(
+    state: &AdminState,
+    headers: &HeaderMap,
+    status: StatusCode,
+    next: &str,
+    error: Option<&str>,
+) -> Response {
+    let secure = behind_tls(headers);
+    let sessions = state.sessions().await;
     if state.auth_off {
         // No authentication, as for the API: a session (for CSRF tokens and messages) without
         // a log-in. The page says so on every screen.
-        if cookie_value(&headers)
-            .and_then(|c| state.sessions.get(&c))
-            .is_some_and(|s| s.user.is_some())
-        {
-            return Redirect::to("/admin/").into_response();
+        if cookie_value(headers).and_then(|c| sessions.get(&c)).is_some_and(|s| s.user.is_some()) {
+            return Redirect::to(next).into_response();
         }
-        let (cookie, _) = state.sessions.open(Some(NOAUTH_USER.to_owned()));
-        let mut response = Redirect::to("/admin/").into_response();
+        let (cookie, _) = sessions.open(Some(NOAUTH_USER.to_owned()));
+        let mut response = Redirect::to(next).into_response();
         response.headers_mut().append(header::SET_COOKIE, cookie_header(&cookie, secure, None));
         return response;
     }
-    if let Some(s) = cookie_value(&headers).and_then(|c| state.sessions.get(&c)) {
-        if s.user.is_some() {
-            return Redirect::to("/admin/").into_response();
-        }
-        return state.render(
-            StatusCode::OK,
-            "login.html.j2",
-            context! { user => (), csrf => s.csrf, error => () },
-        );
+    let existing = cookie_value(headers).and_then(|c| sessions.get(&c));
+    if let Some(s) = &existing
+        && s.user.is_some()
+        && error.is_none()
+    {
+        return Redirect::to(next).into_response();
     }
-    let (cookie, s) = state.sessions.open(None);
+    let (cookie, s) = match existing.filter(|s| s.user.is_none()) {
+        Some(s) => (None, s),
+        None => {
+            let (cookie, s) = sessions.open(None);
+            (Some(cookie), s)
+        }
+    };
     let mut response = state.render(
-        StatusCode::OK,
+        status,
         "login.html.j2",
-        context! { user => (), csrf => s.csrf, error => () },
+        context! { user => (), csrf => s.csrf, error => error, next => next },
     );
-    response.headers_mut().append(header::SET_COOKIE, cookie_header(&cookie, secure, None));
+    if let Some(cookie) = cookie {
+        response.headers_mut().append(header::SET_COOKIE, cookie_header(&cookie, secure, None));
+    }
     response
 }
 
@@ -225,8 +293,10 @@ async fn login(
     if state.auth_off {
         return Redirect::to("/admin/login").into_response();
     }
+    let next = safe_next(form.get("next").map(String::as_str));
+    let sessions = state.sessions().await;
     let cookie = cookie_value(&headers);
-    let Some(anonymous) = cookie.as_deref().and_then(|c| state.sessions.get(c)) else {
+    let Some(anonymous) = cookie.as_deref().and_then(|c| sessions.get(c)) else {
         return csrf_refused(&state);
     };
     if !session::same_token(form.get("csrf").map_or("", String::as_str), &anonymous.csrf) {
@@ -238,7 +308,7 @@ async fn login(
         return state.render(
             StatusCode::TOO_MANY_REQUESTS,
             "login.html.j2",
-            context! { user => (), csrf => anonymous.csrf,
+            context! { user => (), csrf => anonymous.csrf, next => next,
             error => "Too many login attempts from this address; try again later." },
         );
     }
@@ -254,17 +324,18 @@ async fn login(
         return state.render(
             StatusCode::UNAUTHORIZED,
             "login.html.j2",
-            context! { user => (), csrf => anonymous.csrf, error => "Wrong user or password." },
+            context! { user => (), csrf => anonymous.csrf, next => next,
+            error => "Wrong user or password." },
         );
     }
     state.limiter.reset(&client);
     if let Some(old) = cookie.as_deref() {
-        state.sessions.close(old);
+        sessions.close(old);
     }
     // A new session id at log-in: a planted anonymous cookie never becomes a logged-in one.
-    let (cookie, _) = state.sessions.open(Some(user.clone()));
+    let (cookie, _) = sessions.open(Some(user.clone()));
     tracing::info!(client, user, "admin login");
-    let mut response = Redirect::to("/admin/").into_response();
+    let mut response = Redirect::to(&next).into_response();
     response.headers_mut().append(header::SET_COOKIE, cookie_header(&cookie, secure, None));
     response
 }
@@ -278,21 +349,70 @@ fn csrf_refused(state: &AdminState) -> Response {
     )
 }
 
-/// A logged-in session from the request's cookie, or the redirect to the login page.
-fn logged_in(state: &AdminState, headers: &HeaderMap) -> Result<session::Session, Box<Response>> {
-    cookie_value(headers)
-        .and_then(|c| state.sessions.get(&c))
-        .filter(|s| s.user.is_some())
-        .ok_or_else(|| Box::new(Redirect::to("/admin/login").into_response()))
-}
-
-/// Checks the session and the form's CSRF token of a POST.
-fn checked_post(
+/// A logged-in session from the request's cookie, or the redirect to the login page (which
+/// comes back to `uri` after the log-in).
+async fn logged_in(
     state: &AdminState,
     headers: &HeaderMap,
+    uri: &Uri,
+) -> Result<session::Session, Box<Response>> {
+    let sessions = state.sessions().await;
+    cookie_value(headers).and_then(|c| sessions.get(&c)).filter(|s| s.user.is_some()).ok_or_else(
+        || {
+            let back = uri.path_and_query().map_or("/admin/", |p| p.as_str());
+            let next = safe_next(Some(back));
+            let to = if next == "/admin/" {
+                "/admin/login".to_owned()
+            } else {
+                format!(
+                    "/admin/login?next={}",
+                    percent_encoding::utf8_percent_encode(
+                        &next,
+                        percent_encoding::NON_ALPHANUMERIC
+                    )
+                )
+            };
+            Box::new(Redirect::to(&to).into_response())
+        },
+    )
+}
+
+/// The page a form posted to `path` belongs to: a node's forms to its page, the password form
+/// to its own, the rest to the nodes list.
+fn page_of(path: &str) -> String {
+    if let Some(rest) = path.strip_prefix("/admin/nodes/") {
+        let node = rest.split('/').next().unwrap_or("");
+        if !node.is_empty() {
+            return format!("/admin/nodes/{node}");
+        }
+    }
+    if path == "/admin/password" { path.to_owned() } else { "/admin/".to_owned() }
+}
+
+/// Checks the session and the form's CSRF token of a POST. Without a live session (it ended,
+/// or the cookie is from before a log-out): the log-in page, saying that nothing was done,
+/// which returns to the form's page.
+async fn checked_post(
+    state: &AdminState,
+    headers: &HeaderMap,
+    uri: &Uri,
     form: &HashMap<String, String>,
 ) -> Result<session::Session, Box<Response>> {
-    let s = logged_in(state, headers)?;
+    let sessions = state.sessions().await;
+    let Some(s) = cookie_value(headers).and_then(|c| sessions.get(&c)).filter(|s| s.user.is_some())
+    else {
+        let next = page_of(uri.path());
+        return Err(Box::new(
+            login_form(
+                state,
+                headers,
+                StatusCode::UNAUTHORIZED,
+                &next,
+                Some("Your session has ended: nothing was done. Log in to go back to the page and try again."),
+            )
+            .await,
+        ));
+    };
     if session::same_token(form.get("csrf").map_or("", String::as_str), &s.csrf) {
         Ok(s)
     } else {
@@ -303,13 +423,19 @@ fn checked_post(
 async fn logout(
     State(state): State<AdminState>,
     headers: HeaderMap,
+    uri: Uri,
     Form(form): Form<HashMap<String, String>>,
 ) -> Response {
-    if let Err(refused) = checked_post(&state, &headers, &form) {
+    if let Err(refused) = checked_post(&state, &headers, &uri, &form).await {
         return *refused;
     }
-    if let Some(c) = cookie_value(&headers) {
-        state.sessions.close(&c);
+    if let Some(c) = cookie_value(&headers)
+        && let Some((id, until)) = state.sessions().await.close(&c)
+    {
+        let now = i64::try_from(crate::timefmt::now_unix()).unwrap_or(i64::MAX);
+        if let Err(e) = state.nodes().add_admin_logout(id, until, now).await {
+            tracing::error!(error = %e, "admin log-out not kept: a restart would restore the session");
+        }
     }
     let mut response = Redirect::to("/admin/login").into_response();
     response
@@ -318,26 +444,23 @@ async fn logout(
     response
 }
 
-#[derive(Serialize)]
-struct NodeRow {
-    uuid: String,
-    name: String,
-    power_state: Option<&'static str>,
-    provision_state: &'static str,
-    scenario: String,
-    last_error: Option<String>,
-}
-
 async fn nodes_page(
     State(state): State<AdminState>,
     Query(query): Query<HashMap<String, String>>,
     headers: HeaderMap,
+    uri: Uri,
 ) -> Response {
-    match logged_in(&state, &headers) {
+    match logged_in(&state, &headers, &uri).await {
         Ok(s) => {
             // "Enroll" on an unknown MAC comes back here with the MAC to prefill the form.
-            let enroll = query.get("enroll").and_then(|m| m.parse::<crate::model::MacAddr>().ok());
-            render_nodes(&state, &s, StatusCode::OK, None, None, enroll).await
+            let mut view = NodesView::new(rack::ListQuery::parse(&query));
+            if let Some(mac) =
+                query.get("enroll").and_then(|m| m.parse::<crate::model::MacAddr>().ok())
+            {
+                view.typed.insert("mac".into(), mac.to_string());
+                view.create_open = true;
+            }
+            render_nodes(&state, &s, StatusCode::OK, view).await
         }
         Err(redirect) => *redirect,
     }
@@ -349,8 +472,8 @@ const ACTIVITY_REFRESH_SECS: u32 = 15;
 /// The boot activity of the last hour, a page of its own that the nodes list frames and that
 /// redraws itself: live without JavaScript. Only this page may be framed, and only by the admin
 /// page itself.
-async fn activity_page(State(state): State<AdminState>, headers: HeaderMap) -> Response {
-    if let Err(redirect) = logged_in(&state, &headers) {
+async fn activity_page(State(state): State<AdminState>, headers: HeaderMap, uri: Uri) -> Response {
+    if let Err(redirect) = logged_in(&state, &headers, &uri).await {
         return *redirect;
     }
     let minutes = state.api.metrics().boot_activity();
@@ -374,18 +497,65 @@ async fn activity_page(State(state): State<AdminState>, headers: HeaderMap) -> R
     response
 }
 
-/// The nodes list (with the create form), and the outcome of a form when there was one.
+/// What the nodes list shows beside the nodes: the list's query, the create form's typed
+/// values (a refused creation shows them again, secrets left out) and where it was refused.
+struct NodesView {
+    query: rack::ListQuery,
+    problem: Option<String>,
+    /// The create form's fields as typed.
+    typed: HashMap<String, String>,
+    /// The create form's field the refusal is about, and why.
+    field_error: Option<(&'static str, String)>,
+    create_open: bool,
+}
+
+impl NodesView {
+    fn new(query: rack::ListQuery) -> NodesView {
+        NodesView {
+            query,
+            problem: None,
+            typed: HashMap::new(),
+            field_error: None,
+            create_open: false,
+        }
+    }
+}
+
+/// The header links of the sortable columns.
+#[derive(Serialize)]
+struct Column {
+    label: &'static str,
+    href: String,
+    /// `▲`/`▼` when the list is sorted by it.
+    arrow: &'static str,
+}
+
+/// The nodes list (one page of it, with what needs attention at the top and the create form),
+/// and the outcome of a form when there was one.
 async fn render_nodes(
     state: &AdminState,
     s: &session::Session,
     status: StatusCode,
-    notice: Option<String>,
-    problem: Option<String>,
-    enroll: Option<crate::model::MacAddr>,
+    view: NodesView,
 ) -> Response {
-    let notice = notice.or_else(|| state.sessions.take_flash(&s.cookie));
+    let flash = state.sessions().await.take_flash(&s.cookie);
+    let (mut notice, mut problem) = (None, view.problem.clone());
+    if let Some(f) = flash {
+        if f.bad {
+            problem = problem.or(Some(f.text));
+        } else {
+            notice = Some(f.text);
+        }
+    }
     let default = state.nodes().default_storage();
     let records = state.nodes().nodes().await;
+    let sync = state.nodes().sync_overview().await;
+    let drift_lines = match &sync {
+        Ok((Some(last), _)) => rack::sync_lines(&last.message),
+        _ => Vec::new(),
+    };
+    let drifted: std::collections::HashSet<String> =
+        drift_lines.iter().filter(|l| l.kind == "drift").filter_map(|l| l.volume.clone()).collect();
     // MACs seen recently that belong to no node (now: the node may have been made since).
     let mut unknown: Vec<minijinja::Value> = Vec::new();
     if let Ok(records) = &records {
@@ -404,52 +574,112 @@ async fn render_nodes(
             }
         }
     }
-    let (nodes, error) = match records {
-        Ok(records) => (
-            records
+    let (rows, volumes) = match &records {
+        Ok(records) => {
+            let rows: Vec<rack::Summary> = records
                 .iter()
-                .map(|r| NodeRow {
-                    uuid: r.node.uuid.clone(),
-                    name: r.node.name.clone(),
-                    power_state: r.node.power_state.map(|p| p.as_str()),
-                    provision_state: r.node.provision_state.as_str(),
-                    scenario: match crate::boot::decide(r, default) {
+                .map(|r| {
+                    let scenario = match crate::boot::decide(r, default) {
                         Ok(scenario) => scenario.name().to_owned(),
                         Err(e) => format!("not bootable: {e}"),
-                    },
-                    last_error: r.node.last_error.clone(),
+                    };
+                    rack::Summary::of(r, scenario, &drifted)
                 })
-                .collect::<Vec<_>>(),
-            problem,
-        ),
-        Err(e) => (Vec::new(), Some(e.to_string())),
+                .collect();
+            // Which node uses which volume, for the sync panel's links.
+            let volumes: HashMap<String, (String, String)> = records
+                .iter()
+                .flat_map(|r| {
+                    r.volume_targets
+                        .iter()
+                        .map(|t| (t.volume_id.clone(), (r.node.uuid.clone(), r.node.name.clone())))
+                })
+                .collect();
+            (rows, volumes)
+        }
+        Err(e) => {
+            problem = problem.or(Some(e.to_string()));
+            (Vec::new(), HashMap::new())
+        }
     };
-    let sync = sync_status(state).await;
+    let attention = rack::attention(&rows, unknown.len());
+    let page = rack::page(rows, &view.query);
+    let query = &view.query;
+    let columns: Vec<Column> = [
+        ("Name", "name"),
+        ("MAC", "mac"),
+        ("Power", "power"),
+        ("Provision state", "state"),
+        ("Scenario", "scenario"),
+        ("Last error", "error"),
+    ]
+    .into_iter()
+    .map(|(label, key)| Column { label, href: query.sort_href(key), arrow: query.arrow(key) })
+    .collect();
+    let pages = context! {
+        previous => (page.page > 1).then(|| query.href(&[("page", &(page.page - 1).to_string())])),
+        next => (page.page < page.pages).then(|| query.href(&[("page", &(page.page + 1).to_string())])),
+    };
+    let sync = sync_status(state, sync, &drift_lines, &volumes);
+    let create_open = view.create_open || !view.typed.is_empty() || view.field_error.is_some();
+    let (error_field, error_text) = match view.field_error {
+        Some((field, text)) => (Some(field), Some(text)),
+        None => (None, None),
+    };
+    let filters = context! {
+        q => query.q.clone(), state => query.state.clone(), power => query.power.clone(),
+        maintenance => query.maintenance.map(|m| if m { "1" } else { "0" }),
+        problem => query.problem, drift => query.drift, narrowed => query.narrowed(),
+        sort => query.href(&[("page", "")]),
+    };
     state.render(
         status,
         "nodes.html.j2",
         context! { user => s.user.clone(), csrf => s.csrf.clone(), notice => notice,
-        nodes => minijinja::value::Serde(nodes), error => error, sync => sync,
-        unknown_macs => unknown, enroll_mac => enroll.map(|m| m.to_string()) },
+        error => problem, page => minijinja::value::Serde(&page), columns => minijinja::value::Serde(columns),
+        pages => pages, filters => filters, attention => minijinja::value::Serde(&attention),
+        attention_any => attention.any(), sync => sync, unknown_macs => unknown,
+        back => query.href(&[]),
+        states => crate::model::ProvisionState::ALL.iter().map(|p| p.as_str()).collect::<Vec<_>>(),
+        typed => view.typed, error_field => error_field, error_text => error_text,
+        create_open => create_open, default_storage => default.as_str() },
     )
 }
 
+/// The last sync pass and the attachments counted by state, as the node service reads them.
+type SyncOverview = (Option<crate::nodes::SyncStatus>, Vec<(String, i64)>);
+
 /// The Cinder sync status: whether this process syncs, the last pass (by `serve` or `bootvol
-/// sync`), the last clean one, and the volume attachments by state.
-async fn sync_status(state: &AdminState) -> minijinja::Value {
+/// sync`) with a verdict that is `ok` only when nothing drifted or failed, its problem lines
+/// (a drifted volume linked to its node), the last clean pass, and the volume attachments by
+/// state.
+fn sync_status(
+    state: &AdminState,
+    found: Result<SyncOverview, crate::nodes::NodeError>,
+    lines: &[rack::SyncLine],
+    volumes: &HashMap<String, (String, String)>,
+) -> minijinja::Value {
     let enabled = state.nodes().conductor().storage().cinder().is_some();
     let every = state.api.config().cinder.sync_interval;
-    let found = state.nodes().sync_overview().await;
     let time = |t: i64| crate::timefmt::format_unix(t.max(0) as u64);
     match found {
         Ok((last, counts)) => context! {
             enabled => enabled,
             interval => every,
-            last => last.map(|p| context! {
-                ran_by => p.ran_by.as_str(), outcome => p.outcome.as_str(),
-                started_at => time(p.started_at), finished_at => time(p.finished_at),
-                checked => p.checked, updated => p.updated, drifted => p.drifted, errors => p.errors,
-                message => p.message.clone(), last_ok_at => p.last_ok_at.map(time),
+            last => last.map(|p| {
+                let (verdict, class) = rack::sync_verdict(p.outcome.as_str(), p.drifted, p.errors);
+                context! {
+                    ran_by => p.ran_by.as_str(), outcome => p.outcome.as_str(),
+                    verdict => verdict, class => class,
+                    started_at => time(p.started_at), finished_at => time(p.finished_at),
+                    checked => p.checked, updated => p.updated, drifted => p.drifted, errors => p.errors,
+                    last_ok_at => p.last_ok_at.map(time),
+                    lines => lines.iter().map(|l| {
+                        let node = l.volume.as_ref().and_then(|v| volumes.get(v));
+                        context! { kind => l.kind.clone(), text => l.text.clone(),
+                                   node_uuid => node.map(|n| n.0.clone()), node_name => node.map(|n| n.1.clone()) }
+                    }).collect::<Vec<_>>(),
+                }
             }),
             attachments => counts.into_iter().map(|(state, n)| format!("{state}: {n}")).collect::<Vec<_>>(),
             error => (),

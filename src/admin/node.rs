@@ -1,20 +1,28 @@
-//! The node page: states, scenario, ports, connectors, targets (secrets masked), the exact
-//! script the node gets (secrets masked) and its events.
+//! The node page: states (and, while an action runs, where it heads, the page refreshing
+//! itself; a red banner when the node failed or its last action did), the actions that fit its state, scenario, ports,
+//! connectors, targets (secrets masked; a drifted volume said so on its row), the BMC fields of
+//! its driver (the password write-only), the exact script the node gets (secrets masked) and
+//! its events, newest first, each in one line with its JSON behind a disclosure; and the
+//! confirmation step of an action that asks for one.
 
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::Response;
 use minijinja::context;
 use minijinja::value::Serde;
 use serde_json::{Map, Value, json};
 
+use super::forms::{Confirm, Typed, bmc_keys};
 use super::session::Session;
-use super::{AdminState, logged_in};
+use super::{AdminState, logged_in, rack};
 use crate::model::{ConnectorType, Driver, NodeRecord, StorageInterfaceName, VolumeType};
 use crate::secrets::{MASK, is_secret_key, mask, mask_map};
 
 /// The events shown on a node page.
 const EVENTS: u32 = 50;
+
+/// How often a node page with an action running reloads itself, in seconds.
+const REFRESH_SECS: u32 = 2;
 
 /// Every secret value (at any depth) of `map` as it prints in a script: strings, and numbers
 /// as written (a numeric CHAP password prints as its digits).
@@ -79,25 +87,46 @@ fn mask_secrets(text: &str, maps: &[&Map<String, Value>]) -> String {
 pub(super) async fn node_page(
     State(state): State<AdminState>,
     Path(node): Path<String>,
+    uri: Uri,
     headers: HeaderMap,
 ) -> Response {
-    let s = match logged_in(&state, &headers) {
+    let s = match logged_in(&state, &headers, &uri).await {
         Ok(s) => s,
         Err(redirect) => return *redirect,
     };
     render_node(&state, &s, &node, StatusCode::OK, None, None).await
 }
 
-/// The node page, with the outcome of a form (`notice` or `problem`) when there was one.
+/// The confirmation step of an action: what it does to which node, a button that posts the
+/// same form with `confirm`, and the way back.
+pub(super) fn render_confirm(state: &AdminState, s: &Session, confirm: Confirm) -> Response {
+    state.render(
+        StatusCode::OK,
+        "confirm.html.j2",
+        context! { user => s.user.clone(), csrf => s.csrf.clone(), error => (),
+        what => confirm.what, consequence => confirm.consequence,
+        action => confirm.action, fields => confirm.fields, back => confirm.back },
+    )
+}
+
+/// The node page, with the refusal of a form (`problem`, and what was typed) when there was
+/// one.
 pub(super) async fn render_node(
     state: &AdminState,
     s: &Session,
     node: &str,
     status: StatusCode,
-    notice: Option<String>,
     problem: Option<String>,
+    typed: Option<Typed>,
 ) -> Response {
-    let notice = notice.or_else(|| state.sessions.take_flash(&s.cookie));
+    let (mut notice, mut flash_error) = (None, None);
+    if let Some(flash) = state.sessions().await.take_flash(&s.cookie) {
+        if flash.bad {
+            flash_error = Some(flash.text);
+        } else {
+            notice = Some(flash.text);
+        }
+    }
     let nodes = state.nodes();
     let record = match nodes.node(node).await {
         Ok(record) => record,
@@ -129,20 +158,35 @@ pub(super) async fn render_node(
         Ok(events) => (
             events
                 .into_iter()
+                .rev()
                 .map(|e| {
                     let mut payload = e.payload;
                     mask(&mut payload);
                     json!({"created_at": e.created_at, "level": e.level, "event_type": e.event_type,
-                           "payload": serde_json::to_string(&payload).unwrap_or_default()})
+                           "summary": rack::payload_line(&payload),
+                           "repeats": e.repeats, "last_seen_at": e.last_seen_at,
+                           "payload": serde_json::to_string_pretty(&payload).unwrap_or_default()})
                 })
                 .collect::<Vec<_>>(),
             None,
         ),
         Err(e) => (Vec::new(), Some(format!("events: {e}"))),
     };
-    let error = match (problem, error) {
-        (Some(p), _) => Some(p),
-        (None, e) => e,
+    // A refusal shown beside its form says so at the top too, linking to it.
+    let form_problem = typed.as_ref().and(problem.clone());
+    let error = match (&typed, problem, flash_error, error) {
+        (Some(t), Some(_), _, _) => Some(format!("Not saved: see the form below (#{}).", t.form)),
+        (_, Some(p), _, _) => Some(p),
+        (_, None, Some(f), _) => Some(f),
+        (_, None, None, e) => e,
+    };
+    let drifted: std::collections::HashSet<String> = match nodes.sync_overview().await {
+        Ok((Some(last), _)) => rack::sync_lines(&last.message)
+            .into_iter()
+            .filter(|l| l.kind == "drift")
+            .filter_map(|l| l.volume)
+            .collect(),
+        _ => Default::default(),
     };
     let macs: Vec<crate::model::MacAddr> = record.ports.iter().map(|p| p.address).collect();
     let boots: Vec<Value> = state
@@ -167,11 +211,29 @@ pub(super) async fn render_node(
             serde_json::to_string_pretty(&map).unwrap_or_default()
         }
     };
+    // The BMC fields of the node's driver, out of the raw driver_info shown beside them.
+    let mut other_info = n.driver_info.clone();
+    let bmc = bmc_keys(n.driver.as_str()).map(|keys| {
+        let mut value = |key: Option<&str>| {
+            key.and_then(|k| other_info.remove(k)).and_then(|v| v.as_str().map(str::to_owned))
+        };
+        let (address, system_id, username) = (value(keys[0]), value(keys[1]), value(keys[2]));
+        let password_set = value(keys[3]).is_some_and(|p| !p.is_empty());
+        json!({"address": address, "system_id": system_id, "username": username,
+               "password_set": password_set, "has_system_id": keys[1].is_some()})
+    });
+    let failed = matches!(
+        n.provision_state,
+        crate::model::ProvisionState::DeployFailed | crate::model::ProvisionState::Error
+    );
+    let heading_to =
+        n.target_provision_state.map(|s| s.as_str()).or(n.target_power_state.map(|p| p.as_str()));
     let node = json!({
         "uuid": n.uuid, "name": n.name, "driver": n.driver.as_str(),
+        "bmc": bmc, "failed": failed, "heading_to": heading_to,
         "storage_interface_set": n.storage_interface.map(|i| i.as_str()).unwrap_or(""),
         "capabilities": n.properties.get("capabilities").and_then(Value::as_str).unwrap_or(""),
-        "driver_info": masked_pretty(&n.driver_info),
+        "driver_info": masked_pretty(&other_info),
         "instance_info": masked_pretty(&n.instance_info),
         "power_state": n.power_state.map(|p| p.as_str()),
         "provision_state": n.provision_state.as_str(),
@@ -207,7 +269,7 @@ pub(super) async fn render_node(
             });
             json!({"uuid": t.uuid, "boot_index": t.boot_index, "volume_type": t.volume_type.as_str(),
                    "volume_id": t.volume_id, "properties": masked_pretty(&t.properties),
-                   "attachment": attachment})
+                   "attachment": attachment, "drift": drifted.contains(&t.volume_id)})
         })
         .collect();
     state.render(
@@ -215,6 +277,12 @@ pub(super) async fn render_node(
         "node.html.j2",
         context! {
             user => s.user.clone(), csrf => s.csrf.clone(), error => error, notice => notice,
+            offers => Serde(rack::offers(&record)),
+            refresh => heading_to.map(|_| REFRESH_SECS),
+            typed_form => typed.as_ref().map(|t| t.form.clone()),
+            typed => typed.as_ref().map(|t| t.values.clone()),
+            typed_field => typed.as_ref().and_then(|t| t.field),
+            form_problem => form_problem,
             node => Serde(node), ports => Serde(ports), connectors => Serde(connectors),
             targets => Serde(targets), script => script, script_problem => script_problem,
             volume_types => VolumeType::ALL.iter().map(VolumeType::as_str).collect::<Vec<_>>(),

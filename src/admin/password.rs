@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 
 use axum::extract::{ConnectInfo, Extension, Form, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Redirect, Response};
 use minijinja::context;
 
@@ -50,8 +50,12 @@ fn page(
     )
 }
 
-pub(super) async fn password_page(State(state): State<AdminState>, headers: HeaderMap) -> Response {
-    match logged_in(&state, &headers) {
+pub(super) async fn password_page(
+    State(state): State<AdminState>,
+    headers: HeaderMap,
+    uri: Uri,
+) -> Response {
+    match logged_in(&state, &headers, &uri).await {
         Ok(s) => page(&state, &s, StatusCode::OK, None),
         Err(redirect) => *redirect,
     }
@@ -61,9 +65,10 @@ pub(super) async fn set_password(
     State(state): State<AdminState>,
     connect: Option<Extension<ConnectInfo<SocketAddr>>>,
     headers: HeaderMap,
+    uri: Uri,
     Form(form): Form<HashMap<String, String>>,
 ) -> Response {
-    let s = match checked_post(&state, &headers, &form) {
+    let s = match checked_post(&state, &headers, &uri, &form).await {
         Ok(s) => s,
         Err(refused) => return *refused,
     };
@@ -100,7 +105,7 @@ pub(super) async fn set_password(
         Ok(()) => {
             state.limiter.reset(&client);
             tracing::info!(client, user, "admin password changed");
-            state.sessions.set_flash(&s.cookie, "Password changed.".into());
+            state.sessions().await.set_flash(&s.cookie, "Password changed.".into());
             Redirect::to("/admin/").into_response()
         }
         Err(None) => {

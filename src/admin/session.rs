@@ -1,11 +1,15 @@
-//! Admin sessions and the log-in rate limit: in memory, bounded, lost at restart (the operator
-//! logs in again).
+//! Admin sessions and the log-in rate limit: in memory, bounded, and restored from their cookie
+//! after a restart.
 //!
 //! A session id is random (from the system's CSPRNG through `uuid` v4: 244 random bits); the
-//! cookie carries it with an HMAC-SHA256 under a key drawn at start, so a forged or altered
-//! cookie is refused before any lookup. Each session has its own random CSRF token.
+//! cookie carries it, the user name and when the session opened, with an HMAC-SHA256 under a
+//! key kept in the database (drawn once, the first time), so a forged or altered cookie is
+//! refused before any lookup, and a cookie issued before a restart still names its session:
+//! it is restored while younger than [`IDLE_TIMEOUT`] (its CSRF token is an HMAC of its id, so
+//! an open page's forms still work). Sessions logged out are kept in the database until they
+//! would have ended, so a restart never revives them.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -27,6 +31,13 @@ fn random_hex() -> String {
     format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple())
 }
 
+/// A one-shot message for the next page: a success (`bad == false`) or a failure.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Flash {
+    pub(super) text: String,
+    pub(super) bad: bool,
+}
+
 /// A session as the handlers see it.
 #[derive(Debug, Clone)]
 pub(super) struct Session {
@@ -40,13 +51,15 @@ struct Entry {
     session: Session,
     expires: Instant,
     /// A message for the next page this session sees (after a redirect-after-POST).
-    flash: Option<String>,
+    flash: Option<Flash>,
 }
 
 /// The session store.
 pub(super) struct Sessions {
-    key: [u8; 32],
+    key: Vec<u8>,
     entries: Mutex<HashMap<String, Entry>>,
+    /// Ids of sessions logged out (kept in the database too).
+    logged_out: Mutex<HashSet<String>>,
 }
 
 impl std::fmt::Debug for Sessions {
@@ -62,30 +75,84 @@ pub(super) fn same_token(a: &str, b: &str) -> bool {
         && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// What a verified cookie says.
+struct Claims<'a> {
+    id: &'a str,
+    user: Option<String>,
+    opened_at: u64,
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(text: &str) -> Option<Vec<u8>> {
+    if !text.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..text.len()).step_by(2).map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok()).collect()
+}
+
 impl Sessions {
-    pub(super) fn new() -> Sessions {
+    /// A store whose cookies are signed with `key` (kept by the caller across restarts), with
+    /// the sessions `logged_out` refused.
+    pub(super) fn new(key: Vec<u8>, logged_out: Vec<String>) -> Sessions {
+        Sessions {
+            key,
+            entries: Mutex::new(HashMap::new()),
+            logged_out: Mutex::new(logged_out.into_iter().collect()),
+        }
+    }
+
+    /// A fresh random key, for a store that has none kept.
+    pub(super) fn random_key() -> Vec<u8> {
         use sha2::Digest;
-        let key: [u8; 32] = Sha256::digest(random_hex().as_bytes()).into();
-        Sessions { key, entries: Mutex::new(HashMap::new()) }
+        Sha256::digest(random_hex().as_bytes()).to_vec()
     }
 
-    fn sign(&self, id: &str) -> String {
+    fn mac(&self, text: &str) -> String {
         let mut mac = Hmac::<Sha256>::new_from_slice(&self.key).expect("any key length");
-        mac.update(id.as_bytes());
-        mac.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect()
+        mac.update(text.as_bytes());
+        hex(&mac.finalize().into_bytes())
     }
 
-    /// The id inside a cookie whose signature is right.
-    fn verify<'a>(&self, cookie: &'a str) -> Option<&'a str> {
-        let (id, signature) = cookie.split_once('.')?;
-        same_token(signature, &self.sign(id)).then_some(id)
+    /// The signed cookie value of a session.
+    fn cookie(&self, id: &str, user: Option<&str>, opened_at: u64) -> String {
+        let body = format!("{id}.{}.{opened_at}", hex(user.unwrap_or("").as_bytes()));
+        format!("{body}.{}", self.mac(&body))
+    }
+
+    /// What a cookie whose signature is right says.
+    fn verify<'a>(&self, cookie: &'a str) -> Option<Claims<'a>> {
+        let (body, signature) = cookie.rsplit_once('.')?;
+        if !same_token(signature, &self.mac(body)) {
+            return None;
+        }
+        let mut parts = body.split('.');
+        let (id, user, opened_at) = (parts.next()?, parts.next()?, parts.next()?);
+        let user = String::from_utf8(unhex(user)?).ok()?;
+        Some(Claims {
+            id,
+            user: (!user.is_empty()).then_some(user),
+            opened_at: opened_at.parse().ok()?,
+        })
+    }
+
+    /// A session's CSRF token: an HMAC of its id (so a restored session keeps it).
+    fn csrf(&self, id: &str) -> String {
+        self.mac(&format!("csrf:{id}"))
     }
 
     /// Opens a session; returns the cookie value and the session.
     pub(super) fn open(&self, user: Option<String>) -> (String, Session) {
         let id = random_hex();
-        let cookie = format!("{id}.{}", self.sign(&id));
-        let session = Session { user, csrf: random_hex(), cookie: cookie.clone() };
+        let cookie = self.cookie(&id, user.as_deref(), crate::timefmt::now_unix());
+        let session = Session { user, csrf: self.csrf(&id), cookie: cookie.clone() };
+        self.insert(id, session.clone());
+        (cookie, session)
+    }
+
+    fn insert(&self, id: String, session: Session) {
         let timeout = if session.user.is_some() { IDLE_TIMEOUT } else { ANONYMOUS_TIMEOUT };
         let now = Instant::now();
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
@@ -113,16 +180,21 @@ impl Sessions {
                 entries.remove(&k);
             }
         }
-        entries.insert(id, Entry { session: session.clone(), expires: now + timeout, flash: None });
-        (cookie, session)
+        entries.insert(id, Entry { session, expires: now + timeout, flash: None });
     }
 
-    /// The live session of a cookie (its idle time restarts).
+    /// The live session of a cookie (its idle time restarts). A cookie this store does not
+    /// hold (issued before a restart) is restored while younger than its timeout, unless it was
+    /// logged out.
     pub(super) fn get(&self, cookie: &str) -> Option<Session> {
-        let id = self.verify(cookie)?;
+        let claims = self.verify(cookie)?;
+        let id = claims.id;
         let now = Instant::now();
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        let entry = entries.get_mut(id)?;
+        let Some(entry) = entries.get_mut(id) else {
+            drop(entries);
+            return self.restore(cookie, claims);
+        };
         if entry.expires <= now {
             entries.remove(id);
             return None;
@@ -132,26 +204,52 @@ impl Sessions {
         Some(entry.session.clone())
     }
 
+    fn restore(&self, cookie: &str, claims: Claims<'_>) -> Option<Session> {
+        let timeout = if claims.user.is_some() { IDLE_TIMEOUT } else { ANONYMOUS_TIMEOUT };
+        let young = crate::timefmt::now_unix() < claims.opened_at.saturating_add(timeout.as_secs());
+        if !young || self.logged_out.lock().unwrap_or_else(|p| p.into_inner()).contains(claims.id) {
+            return None;
+        }
+        let session =
+            Session { user: claims.user, csrf: self.csrf(claims.id), cookie: cookie.to_owned() };
+        self.insert(claims.id.to_owned(), session.clone());
+        Some(session)
+    }
+
     /// Keeps `message` for the next page of the session (one message: the newest wins).
     pub(super) fn set_flash(&self, cookie: &str, message: String) {
-        if let Some(id) = self.verify(cookie)
-            && let Some(entry) = self.entries.lock().unwrap_or_else(|p| p.into_inner()).get_mut(id)
+        self.flash(cookie, Flash { text: message, bad: false });
+    }
+
+    /// Keeps a failure's `message` for the next page of the session.
+    pub(super) fn set_flash_error(&self, cookie: &str, message: String) {
+        self.flash(cookie, Flash { text: message, bad: true });
+    }
+
+    fn flash(&self, cookie: &str, flash: Flash) {
+        if let Some(claims) = self.verify(cookie)
+            && let Some(entry) =
+                self.entries.lock().unwrap_or_else(|p| p.into_inner()).get_mut(claims.id)
         {
-            entry.flash = Some(message);
+            entry.flash = Some(flash);
         }
     }
 
     /// The message kept for this page, once.
-    pub(super) fn take_flash(&self, cookie: &str) -> Option<String> {
-        let id = self.verify(cookie)?;
-        self.entries.lock().unwrap_or_else(|p| p.into_inner()).get_mut(id)?.flash.take()
+    pub(super) fn take_flash(&self, cookie: &str) -> Option<Flash> {
+        let claims = self.verify(cookie)?;
+        self.entries.lock().unwrap_or_else(|p| p.into_inner()).get_mut(claims.id)?.flash.take()
     }
 
-    /// Ends the session of a cookie.
-    pub(super) fn close(&self, cookie: &str) {
-        if let Some(id) = self.verify(cookie) {
-            self.entries.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
-        }
+    /// Ends the session of a cookie; answers its id and until when it would have lived (Unix
+    /// seconds), for the caller to keep.
+    pub(super) fn close(&self, cookie: &str) -> Option<(String, i64)> {
+        let claims = self.verify(cookie)?;
+        self.entries.lock().unwrap_or_else(|p| p.into_inner()).remove(claims.id);
+        self.logged_out.lock().unwrap_or_else(|p| p.into_inner()).insert(claims.id.to_owned());
+        let timeout = if claims.user.is_some() { IDLE_TIMEOUT } else { ANONYMOUS_TIMEOUT };
+        let until = claims.opened_at.saturating_add(timeout.as_secs());
+        Some((claims.id.to_owned(), i64::try_from(until).unwrap_or(i64::MAX)))
     }
 }
 
@@ -161,37 +259,64 @@ mod tests {
 
     #[test]
     fn cookies_are_signed_and_sessions_close() {
-        let sessions = Sessions::new();
+        let sessions = store();
         let (cookie, session) = sessions.open(Some("admin".into()));
         assert_eq!(sessions.get(&cookie).unwrap().csrf, session.csrf);
-        let (id, _) = cookie.split_once('.').unwrap();
-        assert!(sessions.get(&format!("{id}.00")).is_none());
-        assert!(sessions.get(id).is_none());
+        let (body, _) = cookie.rsplit_once('.').unwrap();
+        assert!(sessions.get(&format!("{body}.00")).is_none());
+        assert!(sessions.get(body).is_none());
+        // Another user named in the same cookie breaks its signature.
+        let (id, rest) = cookie.split_once('.').unwrap();
+        let (_, rest) = rest.split_once('.').unwrap();
+        assert!(sessions.get(&format!("{id}.{}.{rest}", hex(b"root"))).is_none());
         sessions.close(&cookie);
         assert!(sessions.get(&cookie).is_none());
     }
 
+    fn store() -> Sessions {
+        Sessions::new(Sessions::random_key(), Vec::new())
+    }
+
+    #[test]
+    fn a_cookie_outlives_a_restart_with_the_same_key_unless_logged_out() {
+        let key = Sessions::random_key();
+        let before = Sessions::new(key.clone(), Vec::new());
+        let (cookie, session) = before.open(Some("admin".into()));
+        let (other, _) = before.open(Some("admin".into()));
+        let (logged_out, _) = before.close(&other).unwrap();
+        // "Restart": a new store with the kept key and the kept log-outs.
+        let after = Sessions::new(key, vec![logged_out]);
+        let restored = after.get(&cookie).expect("restored from its cookie");
+        assert_eq!((restored.user.as_deref(), restored.csrf), (Some("admin"), session.csrf));
+        assert!(after.get(&other).is_none(), "a logged-out session stays out");
+        // Another key (as drawn at start before): nothing is restored.
+        assert!(store().get(&cookie).is_none());
+    }
+
     #[test]
     fn sessions_with_a_user_are_capped_too() {
-        let sessions = Sessions::new();
+        let sessions = store();
         let (first, _) = sessions.open(Some("(noauth)".into()));
         for _ in 0..MAX_SESSIONS + 50 {
             sessions.open(Some("(noauth)".into()));
         }
         let held = sessions.entries.lock().unwrap().len();
         assert!(held <= MAX_SESSIONS, "{held} sessions held");
-        assert!(sessions.get(&first).is_none(), "the session idle longest went first");
+        assert!(!sessions.entries.lock().unwrap().contains_key(first.split('.').next().unwrap()));
+        // Its cookie still names a live session: it comes back, and the table stays capped.
+        assert!(sessions.get(&first).is_some());
+        assert!(sessions.entries.lock().unwrap().len() <= MAX_SESSIONS);
     }
 
     #[test]
     fn a_flash_message_is_shown_once() {
-        let sessions = Sessions::new();
+        let sessions = store();
         let (cookie, _) = sessions.open(Some("admin".into()));
         let (other, _) = sessions.open(Some("admin".into()));
         sessions.set_flash(&cookie, "first".into());
         sessions.set_flash(&cookie, "second".into());
         assert_eq!(sessions.take_flash(&other), None);
-        assert_eq!(sessions.take_flash(&cookie).as_deref(), Some("second"));
+        assert_eq!(sessions.take_flash(&cookie).map(|f| f.text).as_deref(), Some("second"));
         assert_eq!(sessions.take_flash(&cookie), None);
     }
 

@@ -18,6 +18,28 @@ pub enum Verb {
     Adopt,
 }
 
+impl Verb {
+    /// Every verb, in the order an operator meets them.
+    pub const ALL: &'static [Verb] =
+        &[Verb::Manage, Verb::Provide, Verb::Deploy, Verb::Undeploy, Verb::Adopt];
+
+    /// Ironic's target name of the verb (`PUT /states/provision`'s `target`).
+    pub fn target(self) -> &'static str {
+        match self {
+            Verb::Manage => "manage",
+            Verb::Provide => "provide",
+            Verb::Deploy => "active",
+            Verb::Undeploy => "deleted",
+            Verb::Adopt => "adopt",
+        }
+    }
+}
+
+/// The verbs [`plan`] allows from `state` (the table is `plan`'s; this only asks it).
+pub fn allowed(state: ProvisionState) -> Vec<Verb> {
+    Verb::ALL.iter().copied().filter(|verb| plan(state, *verb).is_ok()).collect()
+}
+
 impl FromStr for Verb {
     type Err = ValueError;
 
@@ -104,6 +126,12 @@ mod tests {
             "cannot deploy a node that is enroll"
         );
         assert_eq!("deleted".parse::<Verb>().unwrap(), Verb::Undeploy);
+        assert_eq!(allowed(S::DeployFailed), [Verb::Deploy, Verb::Undeploy]);
+        assert_eq!(allowed(S::Manageable), [Verb::Manage, Verb::Provide, Verb::Adopt]);
+        assert!(allowed(S::Deploying).is_empty());
+        for verb in Verb::ALL {
+            assert_eq!(verb.target().parse::<Verb>().unwrap(), *verb);
+        }
         assert!("explode".parse::<Verb>().is_err());
     }
 }

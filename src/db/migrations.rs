@@ -151,6 +151,28 @@ ALTER TABLE node_locks ADD COLUMN nonce TEXT NOT NULL DEFAULT '';
 ALTER TABLE node_locks ADD COLUMN lease_expires_at INTEGER NOT NULL DEFAULT 0;
 "#,
         ),
+        // The admin page's session signing key, kept so sessions survive a restart, and the
+        // sessions logged out before their end (a restart must not revive them).
+        M::up(
+            r#"
+CREATE TABLE admin_keys (
+    name TEXT PRIMARY KEY,
+    key BLOB NOT NULL
+) STRICT;
+CREATE TABLE admin_logouts (
+    session TEXT PRIMARY KEY,
+    expires_at INTEGER NOT NULL
+) STRICT;
+"#,
+        ),
+        // An event repeated as it was (the same drift every sync pass) is counted on the
+        // first one, with the time it was last seen.
+        M::up(
+            r#"
+ALTER TABLE events ADD COLUMN repeats INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE events ADD COLUMN last_seen_at TEXT;
+"#,
+        ),
     ])
 }
 

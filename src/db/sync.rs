@@ -89,7 +89,8 @@ pub struct SyncPass {
 pub struct SyncStatus {
     #[serde(flatten)]
     pub pass: SyncPass,
-    /// When the last pass with outcome `ok` finished (kept across passes that were not).
+    /// When the last clean pass (outcome `ok`, no drift) finished (kept across passes that
+    /// were not).
     pub last_ok_at: Option<i64>,
 }
 
@@ -136,17 +137,18 @@ fn status_from_row(row: &Row<'_>) -> rusqlite::Result<(SyncStatus, String, Strin
 
 impl Db {
     /// Records a finished sync pass in place of the previous one; `last_ok_at` moves to this
-    /// pass's end only when its outcome is `ok`.
+    /// pass's end only when it was clean: outcome `ok` and no drift.
     pub fn record_sync_pass(&self, pass: &SyncPass) -> Result<(), DbError> {
         self.conn.execute(
             "INSERT INTO sync_status (id, ran_by, started_at, finished_at, outcome, checked, updated, \
              drifted, errors, message, last_ok_at) \
-             VALUES (1, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, CASE WHEN ?4 = 'ok' THEN ?3 END) \
+             VALUES (1, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, CASE WHEN ?4 = 'ok' AND ?7 = 0 THEN ?3 END) \
              ON CONFLICT (id) DO UPDATE SET ran_by = excluded.ran_by, started_at = excluded.started_at, \
              finished_at = excluded.finished_at, outcome = excluded.outcome, checked = excluded.checked, \
              updated = excluded.updated, drifted = excluded.drifted, errors = excluded.errors, \
              message = excluded.message, \
-             last_ok_at = CASE WHEN excluded.outcome = 'ok' THEN excluded.finished_at ELSE last_ok_at END",
+             last_ok_at = CASE WHEN excluded.outcome = 'ok' AND excluded.drifted = 0 \
+             THEN excluded.finished_at ELSE last_ok_at END",
             params![
                 pass.ran_by.as_str(),
                 pass.started_at,
@@ -258,6 +260,11 @@ mod tests {
 
         db.record_sync_pass(&pass(SyncPassOutcome::Partial, 300)).unwrap();
         assert_eq!(db.sync_status().unwrap().unwrap().last_ok_at, Some(100));
+
+        let mut drifted = pass(SyncPassOutcome::Ok, 350);
+        drifted.drifted = 1;
+        db.record_sync_pass(&drifted).unwrap();
+        assert_eq!(db.sync_status().unwrap().unwrap().last_ok_at, Some(100), "drift is not clean");
 
         db.record_sync_pass(&pass(SyncPassOutcome::Ok, 400)).unwrap();
         let status = db.sync_status().unwrap().unwrap();

@@ -67,9 +67,18 @@ pub struct Event {
     pub level: String,
     pub payload: Value,
     pub created_at: String,
+    /// How many times it was recorded as it is (a repeated sync drift is one event, counted).
+    pub repeats: i64,
+    /// When it was last recorded, when it repeated.
+    pub last_seen_at: Option<String>,
 }
 
-/// An event of `SELECT id, node_uuid, event_type, level, payload, created_at ...`.
+/// Event types recorded once while they repeat as they are (same node, level and payload as
+/// the node's newest event): a drift found again by every sync pass.
+const COUNTED_EVENTS: &[&str] = &["bootvol.volume.sync.drift"];
+
+/// An event of `SELECT id, node_uuid, event_type, level, payload, created_at, repeats,
+/// last_seen_at ...`.
 fn event_from_row(r: &Row<'_>) -> rusqlite::Result<Event> {
     let payload: String = r.get(4)?;
     Ok(Event {
@@ -79,6 +88,8 @@ fn event_from_row(r: &Row<'_>) -> rusqlite::Result<Event> {
         level: r.get(3)?,
         payload: serde_json::from_str(&payload).unwrap_or(Value::Null),
         created_at: r.get(5)?,
+        repeats: r.get(6)?,
+        last_seen_at: r.get(7)?,
     })
 }
 
@@ -203,6 +214,18 @@ impl Db {
     ) -> Result<(), DbError> {
         let mut payload = payload.clone();
         crate::secrets::mask(&mut payload);
+        if COUNTED_EVENTS.contains(&event_type) {
+            let counted = self.conn.execute(
+                "UPDATE events SET repeats = repeats + 1, \
+                 last_seen_at = strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now') \
+                 WHERE id = (SELECT MAX(id) FROM events WHERE node_uuid IS ?1) \
+                 AND event_type = ?2 AND level = ?3 AND payload = ?4",
+                params![node_uuid, event_type, level, payload.to_string()],
+            )?;
+            if counted > 0 {
+                return Ok(());
+            }
+        }
         self.conn.execute(
             "INSERT INTO events (node_uuid, event_type, level, payload) VALUES (?1, ?2, ?3, ?4)",
             params![node_uuid, event_type, level, payload.to_string()],
@@ -213,8 +236,8 @@ impl Db {
     /// The newest events, newest last; of one node when given.
     pub fn events(&self, node_uuid: Option<&str>, limit: u32) -> Result<Vec<Event>, DbError> {
         let mut statement = self.conn.prepare(
-            "SELECT id, node_uuid, event_type, level, payload, created_at FROM events \
-             WHERE ?1 IS NULL OR node_uuid = ?1 ORDER BY id DESC LIMIT ?2",
+            "SELECT id, node_uuid, event_type, level, payload, created_at, repeats, last_seen_at \
+             FROM events WHERE ?1 IS NULL OR node_uuid = ?1 ORDER BY id DESC LIMIT ?2",
         )?;
         let rows = statement.query_map(params![node_uuid, limit], event_from_row)?;
         let mut events: Vec<Event> = rows.collect::<Result<_, _>>()?;
@@ -228,11 +251,11 @@ impl Db {
     /// Up to `limit` events due for delivery at `now` (Unix seconds), oldest first.
     pub fn events_to_deliver(&self, now: i64, limit: u32) -> Result<Vec<(Event, i64)>, DbError> {
         let mut statement = self.conn.prepare(
-            "SELECT id, node_uuid, event_type, level, payload, created_at, attempts FROM events \
-             WHERE delivery = 'pending' AND next_attempt_at <= ?1 ORDER BY id LIMIT ?2",
+            "SELECT id, node_uuid, event_type, level, payload, created_at, repeats, last_seen_at, \
+             attempts FROM events WHERE delivery = 'pending' AND next_attempt_at <= ?1 ORDER BY id LIMIT ?2",
         )?;
         let rows =
-            statement.query_map(params![now, limit], |r| Ok((event_from_row(r)?, r.get(6)?)))?;
+            statement.query_map(params![now, limit], |r| Ok((event_from_row(r)?, r.get(8)?)))?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
@@ -256,5 +279,41 @@ impl Db {
     pub fn skip_event_delivery(&self) -> Result<(), DbError> {
         self.conn.execute("UPDATE events SET delivery = 'none' WHERE delivery = 'pending'", [])?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_repeated_drift_is_one_event_counted() {
+        let db = Db::open_in_memory().unwrap();
+        let drift = json!({"volume_id": "v1", "problem": "gone"});
+        for _ in 0..3 {
+            db.add_event(Some("n1"), "bootvol.volume.sync.drift", "error", &drift).unwrap();
+        }
+        db.add_event(Some("n1"), "bootvol.volume.sync.drift", "error", &json!({"volume_id": "v2"}))
+            .unwrap();
+        db.add_event(Some("n1"), "baremetal.node.update.end", "info", &json!({})).unwrap();
+        db.add_event(Some("n1"), "baremetal.node.update.end", "info", &json!({})).unwrap();
+        db.add_event(Some("n1"), "bootvol.volume.sync.drift", "error", &drift).unwrap();
+        let events = db.events(Some("n1"), 50).unwrap();
+        let seen: Vec<(&str, i64)> =
+            events.iter().map(|e| (e.event_type.as_str(), e.repeats)).collect();
+        assert_eq!(
+            seen,
+            [
+                ("bootvol.volume.sync.drift", 3),
+                ("bootvol.volume.sync.drift", 1),
+                ("baremetal.node.update.end", 1),
+                ("baremetal.node.update.end", 1),
+                ("bootvol.volume.sync.drift", 1),
+            ],
+            "only drift is counted, and only while it is the node's newest event"
+        );
+        assert!(events[0].last_seen_at.is_some() && events[1].last_seen_at.is_none());
     }
 }

@@ -188,6 +188,29 @@ impl NodeService {
     }
 
     // -----------------------------------------------------------------------------------------
+    // The admin page's sessions (kept in the same database, so they survive a restart)
+
+    /// The admin session signing key: the stored one, or `fresh` stored when there is none.
+    pub async fn admin_session_key(&self, fresh: Vec<u8>) -> Result<Vec<u8>, NodeError> {
+        Ok(self.db().run(move |db| db.admin_key("session", &fresh)).await?)
+    }
+
+    /// The admin sessions logged out that would still be live at `now` (Unix seconds).
+    pub async fn admin_logouts(&self, now: i64) -> Result<Vec<String>, NodeError> {
+        Ok(self.db().run(move |db| db.admin_logouts(now)).await?)
+    }
+
+    /// Records an admin session logged out (kept until `expires_at`).
+    pub async fn add_admin_logout(
+        &self,
+        session: String,
+        expires_at: i64,
+        now: i64,
+    ) -> Result<(), NodeError> {
+        Ok(self.db().run(move |db| db.add_admin_logout(&session, expires_at, now)).await?)
+    }
+
+    // -----------------------------------------------------------------------------------------
     // Nodes
 
     /// Creates a node (no children) with `uuid`, starting in `initial`. A masked secret is

@@ -1,12 +1,19 @@
-// The admin page in headless Chromium (Debian's `chromium`, driven by playwright-core):
-// log in, see the boot activity frame drawn, create a node with a port, an iqn connector and an iSCSI target, see its script,
-// edit the target (new portal, CHAP secret kept masked), add and delete a port, power the node
-// on, save a screenshot of the node page, check that a form posted without its CSRF token is
-// refused, log out. Run by tests/it/admin.rs:
-//   node browser.js <base url> <user> <password> <screenshot path>
+// The admin page in headless Chromium (Debian's `chromium`, driven by playwright-core), on a
+// rack of 500 nodes the test seeded (rack-000..rack-499, rack-321 deploy failed, rack-007 and
+// rack-008 in maintenance): log in, see what needs attention counted at the top and the list
+// paged ("1–50 of 500"), find rack-300 by its MAC typed as a switch prints it, see the boot
+// activity frame drawn, create a node with a port, an iqn connector and an iSCSI target, see
+// its script, edit the target (new portal, CHAP secret kept masked), add and delete a port (a
+// bad MAC is stopped by the browser, a taken one refused by the server with the typed value
+// kept beside the form), power the node on, manage, provide and deploy it, power it off
+// through the confirmation step, check that a form posted without its CSRF token is refused,
+// log out. Screenshots: the nodes list, the confirmation step, the node page. Run by
+// tests/it/admin.rs:
+//   node browser.js <base url> <user> <password> <screenshot folder>
 const { chromium } = require('playwright-core');
 
-const [base, user, password, screenshot] = process.argv.slice(2);
+const [base, user, password, shots] = process.argv.slice(2);
+const screenshot = `${shots}/node-page.png`;
 
 function check(condition, message) {
   if (!condition) throw new Error(message);
@@ -27,6 +34,26 @@ function check(condition, message) {
     await page.fill('input[name=password]', password);
     await Promise.all([page.waitForURL(`${base}/admin/`), page.click('button:has-text("Log in")')]);
     check((await page.locator('h2').allTextContents()).includes('Nodes'), 'no nodes list after log-in');
+    // A rack of 500: one page of 50, what needs attention counted at the top.
+    check((await page.textContent('#count')).includes('1–50 of 500'), `count: ${await page.textContent('#count')}`);
+    check((await page.locator('#node-list tbody tr').count()) === 50, 'not 50 rows');
+    const attention = await page.textContent('#attention');
+    check(attention.includes('1 deploy failed') && attention.includes('2 in maintenance'), `attention: ${attention}`);
+    const top = await page.locator('#attention').boundingBox();
+    check(top.y < 300, `the attention counts are not at the top: y=${top.y}`);
+    await page.screenshot({ path: `${shots}/admin-nodes-500.png`, fullPage: false });
+    console.log(`nodes list of 500 nodes: ${await page.evaluate(() => document.documentElement.scrollHeight)} px high`);
+    // The failed node is one click away.
+    await Promise.all([page.waitForURL(/state=deploy/), page.click('#attention a:has-text("deploy failed")')]);
+    check((await page.locator('#node-list tbody tr').count()) === 1, 'the failed filter does not list one node');
+    // Find rack-300 by its MAC as a switch prints it (52:54:00:10:01:2c).
+    await page.goto(`${base}/admin/`);
+    await page.fill('input[name=q]', '5254.0010.012C');
+    await Promise.all([page.waitForURL(/q=/), page.click('button:has-text("Search")')]);
+    check((await page.textContent('#count')).includes('1–1 of 1'), `search: ${await page.textContent('#count')}`);
+    await Promise.all([page.waitForURL(/\/admin\/nodes\//), page.click('#node-list a:has-text("rack-300")')]);
+    check((await page.content()).includes('52:54:00:10:01:2c'), 'rack-300 not found by MAC');
+    await page.goto(`${base}/admin/`);
     // The boot activity frame: allowed by the page's policy, drawn as an SVG of 60 minutes.
     const activity = page.frameLocator('iframe[src="/admin/activity"]');
     await activity.locator('svg').waitFor();
@@ -36,6 +63,7 @@ function check(condition, message) {
     const session = cookies.find((c) => c.name === 'bootvol_admin');
     check(session && session.httpOnly && session.sameSite === 'Strict', `cookie flags: ${JSON.stringify(session)}`);
 
+    await page.click('#create > summary');
     await page.fill('input[name=name]', 'browser-node');
     await page.selectOption('select[name=storage_interface]', 'external');
     await page.fill('input[name=mac]', '52:54:00:ab:cd:ef');
@@ -71,20 +99,32 @@ function check(condition, message) {
     await page.fill('input[aria-label="New port MAC address"]', '52:54:00:ab:cd:f0');
     await Promise.all([page.waitForURL(node), page.click('button:has-text("Add port")')]);
     check((await page.locator('input[name=address][value="52:54:00:ab:cd:f0"]').count()) === 1, 'port not added');
+    // A bad MAC: the browser stops it (pattern), nothing is sent.
     await page.fill('input[aria-label="New port MAC address"]', 'not-a-mac');
+    await page.click('button:has-text("Add port")');
+    check(await page.locator('input[aria-label="New port MAC address"]').evaluate((e) => !e.validity.valid), 'bad MAC not stopped by the browser');
+    check(page.url() === node, 'a bad MAC was sent');
+    // A taken MAC: the server refuses it; the typed value stays, the message beside the form.
+    await page.fill('input[aria-label="New port MAC address"]', '52:54:00:10:01:2c');
     await Promise.all([page.waitForNavigation(), page.click('button:has-text("Add port")')]);
-    check((await page.textContent('[role=alert]')).startsWith('port:'), 'bad MAC not refused');
+    check((await page.inputValue('input[aria-label="New port MAC address"]')) === '52:54:00:10:01:2c', 'typed MAC lost');
+    check((await page.textContent('#form-problem')).startsWith('port:'), 'no message beside the form');
     await page.goto(node);
     await Promise.all([page.waitForURL(node), page.locator('button:has-text("Delete port")').nth(1).click()]);
     check((await page.locator('input[name=address][value="52:54:00:ab:cd:f0"]').count()) === 0, 'port not deleted');
 
-    await Promise.all([page.waitForURL(node), page.click('button:has-text("Power on")')]);
-    await page.waitForSelector('text=Power action "power on" started.');
-    // Actions run in the background: reload the node page until it shows `row`.
+    await Promise.all([page.waitForURL(node), page.click('button:text-is("Power on")')]);
+    await page.waitForSelector('text=Power on started.');
+    // Actions run in the background: reload the node page until it shows `row` (the page also
+    // refreshes itself while an action runs, which may interrupt a read: read again).
     const until = async (row, what) => {
       for (let i = 0; ; i++) {
-        await page.goto(node);
-        if ((await page.content()).includes(row)) return;
+        try {
+          await page.goto(node);
+          if ((await page.content()).includes(row)) return;
+        } catch (e) {
+          if (i > 100) throw e;
+        }
         check(i < 100, `${what} never happened`);
         await page.waitForTimeout(100);
       }
@@ -93,7 +133,7 @@ function check(condition, message) {
 
     // Manage, provide, deploy: the node then gets its iSCSI script, the CHAP secret masked.
     for (const [button, state] of [['Manage', 'manageable'], ['Provide', 'available'], ['Deploy', 'active']]) {
-      await Promise.all([page.waitForURL(node), page.click(`button:has-text("${button}")`)]);
+      await Promise.all([page.waitForURL(node), page.click(`button:text-is("${button}")`)]);
       await until(`<th>Provision state</th><td>${state}</td>`, button);
     }
     const deployed = await page.textContent('#script');
@@ -101,13 +141,25 @@ function check(condition, message) {
     check(deployed.includes('******') && !deployed.includes('browser-chap-secret'), `CHAP not masked: ${deployed}`);
     await page.screenshot({ path: screenshot, fullPage: true });
 
+    // Power off asks first, naming the node; nothing happens until confirmed.
+    await page.goto(node);
+    await Promise.all([page.waitForURL(`${base}/admin/nodes/*/power`), page.click('button:text-is("Power off…")')]);
+    check((await page.textContent('h2')) === 'Power off browser-node?', `confirmation: ${await page.textContent('h2')}`);
+    await page.screenshot({ path: `${shots}/admin-confirm.png`, fullPage: false });
+    await page.goto(node);
+    check((await page.content()).includes('<th>Power</th><td>power on</td>'), 'powered off without confirmation');
+    await page.click('button:text-is("Power off…")');
+    await Promise.all([page.waitForURL(node), page.click('button:text-is("Power off browser-node")')]);
+    check((await page.textContent('[role=status]')).includes('Power off started.'), 'no "Power off started."');
+    await until('<th>Power</th><td>power off</td>', 'power off');
+
     // A form without its CSRF token is refused.
     await page.evaluate(() => {
       document.querySelectorAll('input[name=csrf]').forEach((e) => e.remove());
     });
     const [refused] = await Promise.all([
       page.waitForNavigation(),
-      page.click('button:has-text("Power off")'),
+      page.click('button:text-is("Power on")'),
     ]);
     check(refused.status() === 403, `form without CSRF answered ${refused.status()}`);
     check((await page.content()).includes('CSRF check failed'), 'no CSRF message');

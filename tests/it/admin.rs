@@ -83,6 +83,19 @@ impl Admin {
         let htpasswd = dir.path().join("htpasswd");
         let hash = bcrypt::hash(PASSWORD, 4).unwrap();
         std::fs::write(&htpasswd, format!("{USER}:{hash}\n")).unwrap();
+        Admin::start_in(dir, auth, secrets)
+    }
+
+    /// `serve` stopped, then started again on the same folder (database, htpasswd).
+    fn restart(mut self) -> Admin {
+        self.shutdown.cancel();
+        let dir = std::mem::replace(&mut self._dir, tempfile::tempdir().unwrap());
+        std::thread::sleep(Duration::from_millis(300));
+        Admin::start_in(dir, "http_basic", "any")
+    }
+
+    fn start_in(dir: tempfile::TempDir, auth: &str, secrets: &str) -> Admin {
+        let htpasswd = dir.path().join("htpasswd");
         let text = format!(
             "{}[api]\nauth_strategy = \"{auth}\"\nhttp_basic_auth_user_file = \"{}\"\n",
             config_text(dir.path())
@@ -440,9 +453,9 @@ fn forms_create_a_node_power_it_and_refuse_missing_tokens() {
     assert_eq!(on.status, 303, "{}", on.body);
     assert_eq!(on.header("location"), Some(location.as_str()));
     let shown = admin.call("GET", &location, None, &[("Cookie", &cookie)]);
-    assert!(shown.body.contains("Power action &quot;power on&quot; started."), "{}", shown.body);
+    assert!(shown.body.contains("Power on started."), "{}", shown.body);
     let again = admin.call("GET", &location, None, &[("Cookie", &cookie)]);
-    assert!(!again.body.contains("Power action"), "the message is shown once");
+    assert!(!again.body.contains("Power on started."), "the message is shown once");
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let page = admin.call("GET", &location, None, &[("Cookie", &cookie)]);
@@ -473,7 +486,9 @@ fn forms_create_a_node_power_it_and_refuse_missing_tokens() {
 /// The admin page in headless Chromium: `tests/admin/browser.js` with Debian's `chromium` and
 /// `playwright-core` installed under `target/admin-e2e` (both by `tests/admin/setup.sh`).
 /// Skipped, saying so, when either is missing, unless `BOOTVOL_REQUIRE_BROWSER=1` (CI), where it
-/// fails. Saves `target/admin-e2e/node-page.png`.
+/// fails. With 500 nodes seeded: search by MAC, the attention counts, the confirmation step.
+/// Saves `node-page.png`, `admin-nodes-500.png` and `admin-confirm.png` in `target/admin-e2e`
+/// (and in `docs/`, the first as `admin-node.png`, with `BOOTVOL_UPDATE_SCREENSHOTS=1`).
 #[test]
 #[allow(clippy::disallowed_methods)] // tests read their own switch and start the real browser
 fn headless_chromium_login_create_power_screenshot_logout() {
@@ -496,12 +511,15 @@ fn headless_chromium_login_create_power_screenshot_logout() {
         return;
     }
     let admin = Admin::start();
-    let screenshot = e2e.join("node-page.png");
-    let _ = std::fs::remove_file(&screenshot);
+    seed_rack(&admin);
+    let shots = ["node-page.png", "admin-nodes-500.png", "admin-confirm.png"];
+    for shot in shots {
+        let _ = std::fs::remove_file(e2e.join(shot));
+    }
     let output = std::process::Command::new("node")
         .arg(root.join("tests/admin/browser.js"))
         .args([&admin.base, USER, PASSWORD])
-        .arg(&screenshot)
+        .arg(&e2e)
         .env("NODE_PATH", e2e.join("node_modules"))
         .output()
         .expect("node runs");
@@ -511,7 +529,17 @@ fn headless_chromium_login_create_power_screenshot_logout() {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
-    assert!(std::fs::metadata(&screenshot).map(|m| m.len() > 1000).unwrap_or(false));
+    eprint!("{}", String::from_utf8_lossy(&output.stdout));
+    for shot in shots {
+        let path = e2e.join(shot);
+        assert!(std::fs::metadata(&path).map(|m| m.len() > 1000).unwrap_or(false), "{shot}");
+    }
+    // The README's screenshots, refreshed on demand.
+    if std::env::var("BOOTVOL_UPDATE_SCREENSHOTS").is_ok_and(|v| v == "1") {
+        for (shot, name) in shots.iter().zip(["admin-node.png", shots[1], shots[2]]) {
+            std::fs::copy(e2e.join(shot), root.join("docs").join(name)).unwrap();
+        }
+    }
 }
 
 #[test]
@@ -546,10 +574,18 @@ fn recent_boot_requests_and_unknown_macs() {
     );
     let list = admin.call("GET", "/admin/", None, &[("Cookie", &cookie)]);
     assert!(list.body.contains("<code>52:54:00:99:99:99</code>"), "{}", list.body);
-    assert!(!list.body.contains("<code>52:54:00:00:00:07</code>"), "a known MAC is not unknown");
-    assert!(list.body.contains("name=\"enroll\" value=\"52:54:00:99:99:99\""));
+    let unknown = &list.body[list.body.find("id=\"unknown-macs\"").unwrap()..];
+    assert!(!unknown.contains("<code>52:54:00:00:00:07</code>"), "a known MAC is not unknown");
+    // "Enroll" goes to the create form itself (its anchor), open and filled in.
+    assert!(
+        list.body.contains("href=\"/admin/?enroll=52:54:00:99:99:99#create\""),
+        "{}",
+        list.body
+    );
+    assert!(list.body.contains("unknown MAC(s) booting"), "counted at the top: {}", list.body);
     let enroll =
         admin.call("GET", "/admin/?enroll=52:54:00:99:99:99", None, &[("Cookie", &cookie)]);
+    assert!(enroll.body.contains("<details id=\"create\" open>"), "{}", enroll.body);
     assert!(
         enroll
             .body
@@ -848,7 +884,16 @@ fn forms_edit_and_delete_nodes_ports_connectors_and_targets() {
 
     // The target, then the node, deleted.
     assert_eq!(post(&admin, &cookie, &csrf, &format!("{target_path}/delete"), &[]).status, 303);
-    let deleted = post(&admin, &cookie, &csrf, &format!("{node}/delete"), &[]);
+    // Deleting asks first (the server's rule): without the node's name nothing is deleted.
+    let asked = post(&admin, &cookie, &csrf, &format!("{node}/delete"), &[]);
+    assert_eq!(asked.status, 200, "{}", asked.body);
+    assert!(asked.body.contains("Delete edited?"), "{}", asked.body);
+    assert!(asked.body.contains("name=\"confirm\" value=\"edited\""), "{}", asked.body);
+    assert_eq!(admin.call("GET", &node, None, &[("Cookie", &cookie)]).status, 200);
+    let wrong = post(&admin, &cookie, &csrf, &format!("{node}/delete"), &[("confirm", "other")]);
+    assert_eq!(wrong.status, 200, "another name is no confirmation");
+    assert_eq!(admin.call("GET", &node, None, &[("Cookie", &cookie)]).status, 200);
+    let deleted = post(&admin, &cookie, &csrf, &format!("{node}/delete"), &[("confirm", "edited")]);
     assert_eq!(deleted.status, 303);
     assert_eq!(deleted.header("location"), Some("/admin/"));
     let list = admin.call("GET", "/admin/", None, &[("Cookie", &cookie)]);
@@ -925,7 +970,7 @@ fn the_nodes_page_shows_the_cinder_sync_status() {
     let list = admin.call("GET", "/admin/", None, &[("Cookie", &cookie)]);
     let at = |t: u64| bootvol::timefmt::format_unix(t);
     for expected in [
-        "partial".to_owned(),
+        "<span id=\"sync-verdict\" class=\"bad\">errors</span>".to_owned(),
         format!("finished {} (by bootvol sync)", at(1_790_000_102)),
         "2 volume(s) checked, 1 updated, 1 drifted, 1 error(s)".to_owned(),
         at(1_790_000_001),
@@ -1068,4 +1113,423 @@ fn a_one_time_password_on_the_console_then_the_admin_page_sets_the_real_one() {
     assert!(log.contains("one-time password was generated"), "{log}");
     assert!(log.contains("admin password changed"), "{log}");
     assert!(!log.contains(&one_time) && !log.contains(new), "a password in the log: {log}");
+}
+
+/// 500 nodes (as `bootvol apply` writes them), one deploy failed, two in maintenance: the list
+/// shows 50 rows with "1–50 of 500", counts what needs attention at the top with links to the
+/// filtered list, and a search by MAC, typed in any common form, finds the one node.
+#[test]
+fn a_rack_of_500_nodes_search_by_mac_pages_and_counts() {
+    let admin = Admin::start();
+    let cookie = admin.login(PASSWORD).cookie();
+    seed_rack(&admin);
+    let get = |path: &str| admin.call("GET", path, None, &[("Cookie", &cookie)]);
+
+    let list = get("/admin/");
+    assert_eq!(list.status, 200);
+    let rows = list.body.matches("name=\"node\" value=").count();
+    assert_eq!(rows, 50, "one page of 50 rows");
+    assert!(list.body.contains("1–50 of 500"), "{}", list.body);
+    eprintln!("nodes list with 500 nodes: {} bytes, {rows} rows", list.body.len());
+    assert!(list.body.len() < 120_000, "a page of 50, not 500: {} bytes", list.body.len());
+    // What needs attention, at the top, before the list.
+    let attention = list.body.find("id=\"attention\"").unwrap();
+    assert!(attention < list.body.find("id=\"node-list\"").unwrap());
+    for counted in [
+        "href=\"/admin/?state=deploy%20failed\"><span class=\"n\">1</span> deploy failed",
+        "href=\"/admin/?maintenance=1\"><span class=\"n\">2</span> in maintenance",
+    ] {
+        assert!(list.body.contains(counted), "{counted}: {}", list.body);
+    }
+    // The long error is one line in the list.
+    assert!(!list.body.contains(&" and more".repeat(20)));
+    // Its page says so in a red banner, with the whole error.
+    let failed_page = get("/admin/nodes/rack-321");
+    assert!(
+        failed_page.body.contains("<p class=\"banner\" role=\"alert\" id=\"failure\">Deploy failed: deploy timed out and more"),
+        "{}",
+        failed_page.body
+    );
+    assert!(
+        failed_page.body.contains(&" and more".repeat(100)),
+        "the whole error on the node page"
+    );
+    let failed_list = get("/admin/?state=deploy%20failed");
+    assert!(failed_list.body.contains(">rack-321</a>") && failed_list.body.contains("1–1 of 1"));
+    let page = get("/admin/?page=10");
+    assert!(page.body.contains("451–500 of 500") && page.body.contains(">rack-499</a>"));
+    assert!(page.body.contains("rel=\"prev\""), "{}", page.body);
+    let maintenance = get("/admin/?maintenance=1");
+    assert!(maintenance.body.contains("1–2 of 2 (of 500 nodes)"), "{}", maintenance.body);
+    let problems = get("/admin/?problem=1");
+    assert!(problems.body.contains("1–3 of 3"), "{}", problems.body);
+
+    // rack-300 has 52:54:00:10:01:2c: found from a DHCP log's form, a switch's, bare hex.
+    for typed in ["52:54:00:10:01:2c", "52-54-00-10-01-2C", "5254.0010.012c", "52540010012c"] {
+        let found = get(&format!("/admin/?q={}", super_encode(typed)));
+        assert!(found.body.contains("1–1 of 1 (of 500 nodes)"), "{typed}: {}", found.body);
+        assert!(found.body.contains(">rack-300</a>"), "{typed}");
+        assert!(found.body.contains("<code>52:54:00:10:01:2c</code>"), "the MAC column");
+    }
+    // Sorted by name, descending: rack-499 first.
+    let sorted = get("/admin/?sort=name&dir=desc");
+    let first = sorted.body.find(">rack-499</a>").unwrap();
+    assert!(first < sorted.body.find(">rack-498</a>").unwrap());
+}
+
+/// 500 nodes `rack-000`..`rack-499` (MAC `52:54:00:10:<i / 256>:<i % 256>`), as `bootvol
+/// apply` writes them: `rack-007` and `rack-008` in maintenance, `rack-321` deploy failed with
+/// a long error.
+fn seed_rack(admin: &Admin) {
+    let nodes: Vec<serde_json::Value> = (0..500)
+        .map(|i| {
+            serde_json::json!({"name": format!("rack-{i:03}"), "driver": "fake",
+                "maintenance": i == 7 || i == 8,
+                "ports": [{"address": format!("52:54:00:10:{:02x}:{:02x}", i / 256, i % 256)}]})
+        })
+        .collect();
+    let config = Config::from_toml(&config_text(admin._dir.path()), "test").unwrap();
+    let specs = bootvol::inventory::parse(
+        &serde_json::json!({ "nodes": nodes }).to_string(),
+        bootvol::inventory::Format::Json,
+        &config,
+    )
+    .unwrap();
+    let mut db = bootvol::db::Db::open(&admin._dir.path().join("bootvol.db")).unwrap();
+    db.apply_inventory(&specs, false).unwrap();
+    let mut failed = db.node_record("rack-321").unwrap().unwrap();
+    failed.node.provision_state = bootvol::model::ProvisionState::DeployFailed;
+    failed.node.last_error = Some(format!("deploy timed out{}", " and more".repeat(100)));
+    db.save_node_runtime(&failed.node).unwrap();
+}
+
+fn super_encode(text: &str) -> String {
+    encode(text)
+}
+
+/// Power off, reboot, undeploy and delete need `confirm=<node name>`: without it, the POST
+/// changes nothing and answers the confirmation step; the same for bulk actions.
+#[test]
+fn power_off_without_confirmation_leaves_the_node_on() {
+    let admin = Admin::start();
+    let cookie = admin.login(PASSWORD).cookie();
+    let csrf = admin.call("GET", "/admin/", None, &[("Cookie", &cookie)]).csrf();
+    let created = post(&admin, &cookie, &csrf, "/admin/nodes", &[("name", "careful")]);
+    let node = created.header("location").unwrap().to_owned();
+    let power_is = |want: &str| {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let page = admin.call("GET", &node, None, &[("Cookie", &cookie)]);
+            if page.body.contains(&format!("<th>Power</th><td>{want}</td>")) {
+                return page;
+            }
+            assert!(Instant::now() < deadline, "never {want}: {}", page.body);
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let on = post(&admin, &cookie, &csrf, &format!("{node}/power"), &[("target", "power on")]);
+    assert_eq!(on.status, 303, "power on needs no confirmation");
+    let page = power_is("power on");
+    // Only what fits: powered on, no "Power on" button; "Power off…" asks first.
+    assert!(!page.body.contains(">Power on</button>"), "{}", page.body);
+    assert!(page.body.contains(">Power off…</button>"), "{}", page.body);
+
+    let asked = post(&admin, &cookie, &csrf, &format!("{node}/power"), &[("target", "power off")]);
+    assert_eq!(asked.status, 200, "{}", asked.body);
+    assert!(asked.body.contains("Power off careful?"), "{}", asked.body);
+    assert!(asked.body.contains("Nothing has been done yet"), "{}", asked.body);
+    assert!(asked.body.contains("name=\"confirm\" value=\"careful\""), "{}", asked.body);
+    std::thread::sleep(Duration::from_millis(300));
+    power_is("power on");
+    let wrong = post(
+        &admin,
+        &cookie,
+        &csrf,
+        &format!("{node}/power"),
+        &[("target", "power off"), ("confirm", "someone-else")],
+    );
+    assert_eq!(wrong.status, 200);
+    std::thread::sleep(Duration::from_millis(300));
+    power_is("power on");
+
+    // Bulk: the same rule, naming the nodes.
+    let uuid = node.rsplit('/').next().unwrap().to_owned();
+    let bulk = |extra: &[(&str, &str)]| {
+        let mut fields =
+            vec![("node", uuid.as_str()), ("action", "power off"), ("back", "/admin/")];
+        fields.extend_from_slice(extra);
+        post(&admin, &cookie, &csrf, "/admin/bulk", &fields)
+    };
+    let asked = bulk(&[]);
+    assert_eq!(asked.status, 200, "{}", asked.body);
+    assert!(asked.body.contains("these 1 node(s): careful"), "{}", asked.body);
+    std::thread::sleep(Duration::from_millis(300));
+    power_is("power on");
+    let done = bulk(&[("confirm", "careful")]);
+    assert_eq!(done.status, 303, "{}", done.body);
+    assert_eq!(done.header("location"), Some("/admin/"));
+    let list = admin.call("GET", "/admin/", None, &[("Cookie", &cookie)]);
+    assert!(list.body.contains("Power off started on 1 node(s): careful."), "{}", list.body);
+    power_is("power off");
+}
+
+/// A refused creation shows the form again with what was typed (not the secrets), the message
+/// beside the field it is about, as a failure.
+#[test]
+fn a_refused_create_re_renders_the_typed_values() {
+    let admin = Admin::start();
+    let cookie = admin.login(PASSWORD).cookie();
+    let csrf = admin.call("GET", "/admin/", None, &[("Cookie", &cookie)]).csrf();
+    let fields = [
+        ("name", "typed-node"),
+        ("driver", "redfish"),
+        ("capabilities", "iscsi_boot:true"),
+        ("bmc_address", "10.0.0.5"),
+        ("bmc_username", "root"),
+        ("bmc_password", "bmc-secret-typed"),
+        ("mac", "52:54:00:zz:00:01"),
+        ("connector_iqn", "iqn.2024-01.org.example.node:typed"),
+        ("volume_id", "vol-typed"),
+        ("target_iqn", "iqn.2024-01.org.example.san:typed"),
+        ("target_portal", "192.0.2.7:3260"),
+        ("auth_username", "chapuser"),
+        ("auth_password", "chap-secret-typed"),
+    ];
+    let refused = post(&admin, &cookie, &csrf, "/admin/nodes", &fields);
+    assert_eq!(refused.status, 400, "{}", refused.body);
+    for kept in [
+        "value=\"typed-node\"",
+        "value=\"10.0.0.5\"",
+        "value=\"root\"",
+        "value=\"52:54:00:zz:00:01\"",
+        "value=\"iqn.2024-01.org.example.node:typed\"",
+        "value=\"vol-typed\"",
+        "value=\"192.0.2.7:3260\"",
+        "<option selected>redfish</option>",
+        "<details id=\"create\" open>",
+    ] {
+        assert!(refused.body.contains(kept), "{kept} lost: {}", refused.body);
+    }
+    // The message is beside the MAC field, right after it.
+    let mac = refused.body.find("name=\"mac\"").unwrap();
+    let message = refused.body.find("id=\"error-mac\"").expect("the message by the field");
+    assert!(message > mac && message - mac < 600, "{}", refused.body);
+    assert!(refused.body.contains("not a MAC address"), "{}", refused.body);
+    assert!(
+        !refused.body.contains("chap-secret-typed") && !refused.body.contains("bmc-secret-typed")
+    );
+    assert_eq!(
+        admin.call("GET", "/admin/nodes/typed-node", None, &[("Cookie", &cookie)]).status,
+        404
+    );
+
+    // Fixed, it goes through; with a target and no storage interface, the node gets external
+    // (the default, noop, could not boot its volume); the BMC fields land in driver_info.
+    let mut fixed = fields.to_vec();
+    fixed[6] = ("mac", "52:54:00:77:00:01");
+    let created = post(&admin, &cookie, &csrf, "/admin/nodes", &fixed);
+    assert_eq!(created.status, 303, "{}", created.body);
+    let page = admin.call("GET", created.header("location").unwrap(), None, &[("Cookie", &cookie)]);
+    assert!(page.body.contains("Storage interface: external"), "{}", page.body);
+    assert!(page.body.contains("<tr><th>Storage interface</th><td>external</td></tr>"));
+    assert!(page.body.contains("value=\"10.0.0.5\""), "{}", page.body);
+    assert!(page.body.contains("stored; leave empty to keep it"), "{}", page.body);
+    assert!(!page.body.contains("bmc-secret-typed"));
+    let db = bootvol::db::Db::open(&admin._dir.path().join("bootvol.db")).unwrap();
+    let record = db.node_record("typed-node").unwrap().unwrap();
+    assert_eq!(record.node.driver_info["redfish_password"], "bmc-secret-typed");
+    assert_eq!(record.node.driver_info["redfish_address"], "10.0.0.5");
+
+    // A node that could not boot its volume (noop chosen, or no iscsi_boot) is said at once,
+    // as a failure.
+    let noop = post(
+        &admin,
+        &cookie,
+        &csrf,
+        "/admin/nodes",
+        &[
+            ("name", "noop-node"),
+            ("storage_interface", "noop"),
+            ("volume_id", "vol-noop"),
+            ("target_iqn", "iqn.2024-01.org.example.san:noop"),
+            ("target_portal", "192.0.2.8:3260"),
+        ],
+    );
+    assert_eq!(noop.status, 303, "{}", noop.body);
+    let shown = admin.call("GET", noop.header("location").unwrap(), None, &[("Cookie", &cookie)]);
+    assert!(
+        shown.body.contains("role=\"alert\">Node created, but it cannot boot its volume: its storage interface is noop"),
+        "{}",
+        shown.body
+    );
+
+    // An edit with a JSON typo keeps what was typed, and the stored password stays when the
+    // field is left empty.
+    let edit = format!("/admin/nodes/{}/edit", record.node.uuid);
+    let typo = post(
+        &admin,
+        &cookie,
+        &csrf,
+        &edit,
+        &[
+            ("name", "typed-node"),
+            ("driver", "redfish"),
+            ("bmc_address", "10.0.0.9"),
+            ("bmc_password", ""),
+            (
+                "driver_info",
+                "{\"redfish_password\": \"json-secret-9\", \"redfish_verify_ca\": fals",
+            ),
+        ],
+    );
+    assert_eq!(typo.status, 400, "{}", typo.body);
+    assert!(!typo.body.contains("json-secret-9"), "a secret typed in JSON is not shown again");
+    assert!(
+        typo.body.contains(
+            "{&quot;redfish_password&quot;: &quot;******&quot;, &quot;redfish_verify_ca&quot;: fals"
+        ),
+        "the typo kept as typed, its secret masked: {}",
+        typo.body
+    );
+    assert!(typo.body.contains("value=\"10.0.0.9\""), "{}", typo.body);
+    assert!(typo.body.contains("<details id=\"edit-node\" open>"));
+    let saved = post(
+        &admin,
+        &cookie,
+        &csrf,
+        &edit,
+        &[
+            ("name", "typed-node"),
+            ("driver", "redfish"),
+            ("bmc_address", "10.0.0.9"),
+            ("bmc_password", ""),
+            ("driver_info", "{}"),
+        ],
+    );
+    assert_eq!(saved.status, 303, "{}", saved.body);
+    let record = db.node_record("typed-node").unwrap().unwrap();
+    assert_eq!(record.node.driver_info["redfish_password"], "bmc-secret-typed", "kept");
+    assert_eq!(record.node.driver_info["redfish_address"], "10.0.0.9");
+}
+
+/// A pass that found drift is a warning, not "ok", and not a clean pass; the drifted volume is
+/// linked to its node and marked on the node's target row.
+#[test]
+fn the_sync_panel_warns_of_drift() {
+    use bootvol::db::{SyncPass, SyncPassOutcome, SyncRunner};
+    use serde_json::json;
+    let admin = Admin::start();
+    let cookie = admin.login(PASSWORD).cookie();
+    let (status, node) = admin.api("/v1/nodes", json!({"name": "drifty", "driver": "fake"}));
+    assert_eq!(status, 201, "{node}");
+    let (status, _) = admin.api(
+        "/v1/volume/targets",
+        json!({"node_uuid": node["uuid"], "volume_type": "iscsi", "boot_index": 0,
+               "volume_id": "vol-7", "properties": {"target_iqn": "iqn.2024-01.org.example.san:v7",
+               "target_portal": "192.0.2.5:3260", "target_lun": 0}}),
+    );
+    assert_eq!(status, 201);
+    let db = bootvol::db::Db::open(&admin._dir.path().join("bootvol.db")).unwrap();
+    let pass = SyncPass {
+        ran_by: SyncRunner::Serve,
+        started_at: 1_790_000_000,
+        finished_at: 1_790_000_001,
+        outcome: SyncPassOutcome::Ok,
+        checked: 2,
+        updated: 0,
+        drifted: 1,
+        errors: 0,
+        message: "drift: volume vol-7: the volume no longer exists in Cinder".into(),
+    };
+    db.record_sync_pass(&pass).unwrap();
+    let list = admin.call("GET", "/admin/", None, &[("Cookie", &cookie)]);
+    assert!(
+        list.body.contains("<span id=\"sync-verdict\" class=\"warn\">drift</span>"),
+        "{}",
+        list.body
+    );
+    assert!(!list.body.contains("class=\"good\">ok<"), "never ok with drift");
+    assert!(
+        list.body.contains("<th>Last clean pass</th><td>never (not this one)"),
+        "{}",
+        list.body
+    );
+    let uuid = node["uuid"].as_str().unwrap();
+    assert!(
+        list.body.contains(&format!("— node <a href=\"/admin/nodes/{uuid}\">drifty</a>")),
+        "{}",
+        list.body
+    );
+    assert!(list.body.contains("<span class=\"n\">1</span> with volume drift"), "{}", list.body);
+    let page = admin.call("GET", "/admin/nodes/drifty", None, &[("Cookie", &cookie)]);
+    assert!(page.body.contains("drift: the last Cinder sync found this volume"), "{}", page.body);
+    // A clean pass after: ok, and the clean pass is this one.
+    db.record_sync_pass(&SyncPass {
+        drifted: 0,
+        message: String::new(),
+        finished_at: 1_790_000_100,
+        ..pass
+    })
+    .unwrap();
+    let list = admin.call("GET", "/admin/", None, &[("Cookie", &cookie)]);
+    assert!(list.body.contains("class=\"good\">ok</span>"), "{}", list.body);
+}
+
+/// The session signing key is kept in the database: after a restart, an open page's form
+/// still works (the same cookie and CSRF token); a session logged out stays out; a form
+/// posted without a live session does nothing and says so, and the log-in returns to its page.
+#[test]
+fn a_restart_keeps_the_session() {
+    let admin = Admin::start();
+    let cookie = admin.login(PASSWORD).cookie();
+    let gone = admin.login(PASSWORD).cookie();
+    let csrf = admin.call("GET", "/admin/", None, &[("Cookie", &cookie)]).csrf();
+    let gone_csrf = admin.call("GET", "/admin/", None, &[("Cookie", &gone)]).csrf();
+    let created = post(&admin, &cookie, &csrf, "/admin/nodes", &[("name", "before")]);
+    let node = created.header("location").unwrap().to_owned();
+    assert_eq!(post(&admin, &gone, &gone_csrf, "/admin/logout", &[]).status, 303);
+
+    let admin = admin.restart();
+    let page = admin.call("GET", &node, None, &[("Cookie", &cookie)]);
+    assert_eq!(page.status, 200, "the session survived: {}", page.body);
+    let set =
+        post(&admin, &cookie, &csrf, &format!("{node}/maintenance"), &[("maintenance", "on")]);
+    assert_eq!(set.status, 303, "the open page's form worked: {}", set.body);
+    assert!(
+        admin.call("GET", &node, None, &[("Cookie", &cookie)]).body.contains("Maintenance set.")
+    );
+    assert_eq!(admin.call("GET", "/admin/", None, &[("Cookie", &gone)]).status, 303, "logged out");
+
+    // A form from a session that is no more: nothing done, said so, back to the page after.
+    let refused =
+        post(&admin, &gone, &gone_csrf, &format!("{node}/maintenance"), &[("maintenance", "off")]);
+    assert_eq!(refused.status, 401, "{}", refused.body);
+    assert!(refused.body.contains("nothing was done"), "{}", refused.body);
+    let escaped = node.replace('/', "&#x2f;");
+    assert!(
+        refused.body.contains(&format!("name=\"next\" value=\"{escaped}\"")),
+        "{}",
+        refused.body
+    );
+    let db = bootvol::db::Db::open(&admin._dir.path().join("bootvol.db")).unwrap();
+    assert!(db.node_record("before").unwrap().unwrap().node.maintenance, "nothing was done");
+    let (anonymous, login_csrf) = (refused.cookie(), refused.csrf());
+    let back = admin.call(
+        "POST",
+        "/admin/login",
+        Some(&form(&[
+            ("csrf", &login_csrf),
+            ("username", USER),
+            ("password", PASSWORD),
+            ("next", &node),
+        ])),
+        &[("Cookie", &anonymous)],
+    );
+    assert_eq!(back.status, 303, "{}", back.body);
+    assert_eq!(back.header("location"), Some(node.as_str()));
+    // A page asked without a session comes back after the log-in too; never off the site.
+    let asked = admin.call("GET", &node, None, &[]);
+    assert!(asked.header("location").unwrap().starts_with("/admin/login?next=%2Fadmin%2Fnodes%2F"));
+    let outside = admin.call("GET", "/admin/login?next=//evil.example/", None, &[]);
+    assert!(outside.body.contains("name=\"next\" value=\"&#x2f;admin&#x2f;\""), "{}", outside.body);
 }

@@ -205,6 +205,56 @@ fn sync_reports_drift_and_deletes_nothing() {
         events.iter().all(|e| !e.payload.to_string().contains(CHAP_SECRET)),
         "events carry no secret"
     );
+
+    // The same drift found again: one event, counted, not one per pass.
+    assert!(!app.run(&["sync"]).status.success());
+    let events = db.events(Some(&record.node.uuid), 50).unwrap();
+    let drifts: Vec<_> =
+        events.iter().filter(|e| e.event_type == "bootvol.volume.sync.drift").collect();
+    assert_eq!(drifts.len(), 1, "{events:?}");
+    assert_eq!(drifts[0].repeats, 2, "{events:?}");
+
+    // The admin page of `serve` on the same database: the pass is a warning, not "ok", not a
+    // clean pass; the drifted volume is linked to its node and marked on the node's page.
+    let text = std::fs::read_to_string(app.path("bootvol.toml")).unwrap()
+        + "[api]\nauth_strategy = \"noauth\"\n";
+    let config = bootvol::config::Config::from_toml(&text, "test").unwrap();
+    let (api, _, shutdown) = crate::support::start_serve(config);
+    let agent: ureq::Agent =
+        ureq::Agent::config_builder().http_status_as_error(false).max_redirects(0).build().into();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let login = loop {
+        if let Ok(reply) = agent.get(format!("http://{api}/admin/login")).call() {
+            break reply;
+        }
+        assert!(Instant::now() < deadline, "admin page never answered");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let cookie =
+        login.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_owned();
+    let get = |path: &str| {
+        agent
+            .get(format!("http://{api}{path}"))
+            .header("Cookie", &cookie)
+            .call()
+            .unwrap()
+            .body_mut()
+            .read_to_string()
+            .unwrap()
+    };
+    let list = get("/admin/");
+    assert!(list.contains("<span id=\"sync-verdict\" class=\"warn\">drift</span>"), "{list}");
+    assert!(list.contains("<th>Last clean pass</th><td>never (not this one)"), "{list}");
+    assert!(
+        list.contains(&format!("— node <a href=\"/admin/nodes/{}\">n1</a>", record.node.uuid)),
+        "{list}"
+    );
+    assert!(list.contains("<span class=\"n\">1</span> with volume drift"), "{list}");
+    let page = get("/admin/nodes/n1");
+    assert!(page.contains("drift: the last Cinder sync found this volume"), "{page}");
+    assert!(page.contains("<strong>×2</strong>"), "the repeated drift, counted: {page}");
+    assert!(!list.contains(CHAP_SECRET) && !page.contains(CHAP_SECRET));
+    shutdown.cancel();
 }
 
 /// Each step of an attach fails once (500, or a lost answer): the attach fails with Cinder's
