@@ -21,7 +21,7 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
 
-use crate::db::{SharedDb, SyncStatus};
+use crate::db::{SharedDb, SyncPassOutcome, SyncStatus};
 use crate::model::{Driver, ProvisionState};
 
 /// The content type of [`Metrics::scrape`]'s text.
@@ -888,18 +888,18 @@ fn encode_sync(e: &mut DescriptorEncoder, sync: &SyncStatus) -> std::fmt::Result
     gauge(family, sync.errors)?;
     let mut family = e.encode_descriptor(
         "bootvol_cinder_sync_last_pass_outcome",
-        "1 for the outcome of the last Cinder sync pass (ok, partial, failed), 0 for the others.",
+        "1 for the outcome of the last Cinder sync pass (ok, drift, partial, failed), 0 for the others.",
         None,
         MetricType::Gauge,
     )?;
-    for outcome in ["ok", "partial", "failed"] {
+    for outcome in SyncPassOutcome::ALL.map(|o| o.as_str()) {
         let value = i64::from(sync.outcome.as_str() == outcome);
         gauge(family.encode_family(&[("outcome", outcome)])?, value)?;
     }
     if let Some(ok_at) = sync.last_ok_at {
         let family = e.encode_descriptor(
             "bootvol_cinder_sync_last_success_timestamp_seconds",
-            "When the last Cinder sync pass with outcome ok finished (Unix seconds).",
+            "When the last clean Cinder sync pass (outcome ok: nothing drifted, nothing failed) finished (Unix seconds).",
             None,
             MetricType::Gauge,
         )?;

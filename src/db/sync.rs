@@ -40,8 +40,11 @@ impl SyncRunner {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum SyncPassOutcome {
-    /// Every attached volume was checked (drift found is counted, not an error).
+    /// Every attached volume was checked and matched.
     Ok,
+    /// Every attached volume was checked, and some no longer match what bootvol boots (drift:
+    /// counted and listed, for an operator to look at).
+    Drift,
     /// The pass went through, but some volumes could not be checked.
     Partial,
     /// The pass stopped early (its error is the message).
@@ -49,11 +52,29 @@ pub enum SyncPassOutcome {
 }
 
 impl SyncPassOutcome {
+    /// Every outcome, in the order the metrics list them.
+    pub const ALL: [SyncPassOutcome; 4] = [
+        SyncPassOutcome::Ok,
+        SyncPassOutcome::Drift,
+        SyncPassOutcome::Partial,
+        SyncPassOutcome::Failed,
+    ];
+
     pub fn as_str(&self) -> &'static str {
         match self {
             SyncPassOutcome::Ok => "ok",
+            SyncPassOutcome::Drift => "drift",
             SyncPassOutcome::Partial => "partial",
             SyncPassOutcome::Failed => "failed",
+        }
+    }
+
+    /// The value in `sync_status.outcome`, whose CHECK predates `drift`: a drift pass is stored
+    /// as `ok` with its `drifted` count, and read back as `drift`.
+    fn stored(&self) -> &'static str {
+        match self {
+            SyncPassOutcome::Drift => "ok",
+            other => other.as_str(),
         }
     }
 
@@ -153,7 +174,7 @@ impl Db {
                 pass.ran_by.as_str(),
                 pass.started_at,
                 pass.finished_at,
-                pass.outcome.as_str(),
+                pass.outcome.stored(),
                 pass.checked,
                 pass.updated,
                 pass.drifted,
@@ -180,8 +201,11 @@ impl Db {
             |message: String| DbError::Corrupt { table: "sync_status", key: "1".into(), message };
         status.pass.ran_by = SyncRunner::parse(&ran_by)
             .ok_or_else(|| corrupt(format!("unknown ran_by {ran_by:?}")))?;
-        status.pass.outcome = SyncPassOutcome::parse(&outcome)
-            .ok_or_else(|| corrupt(format!("unknown outcome {outcome:?}")))?;
+        status.pass.outcome = match SyncPassOutcome::parse(&outcome) {
+            Some(SyncPassOutcome::Ok) if status.pass.drifted > 0 => SyncPassOutcome::Drift,
+            Some(outcome) => outcome,
+            None => return Err(corrupt(format!("unknown outcome {outcome:?}"))),
+        };
         Ok(Some(status))
     }
 
@@ -261,10 +285,12 @@ mod tests {
         db.record_sync_pass(&pass(SyncPassOutcome::Partial, 300)).unwrap();
         assert_eq!(db.sync_status().unwrap().unwrap().last_ok_at, Some(100));
 
-        let mut drifted = pass(SyncPassOutcome::Ok, 350);
+        let mut drifted = pass(SyncPassOutcome::Drift, 350);
         drifted.drifted = 1;
         db.record_sync_pass(&drifted).unwrap();
-        assert_eq!(db.sync_status().unwrap().unwrap().last_ok_at, Some(100), "drift is not clean");
+        let status = db.sync_status().unwrap().unwrap();
+        assert_eq!(status.last_ok_at, Some(100), "drift is not clean");
+        assert_eq!(status.outcome, SyncPassOutcome::Drift, "read back as drift, not ok");
 
         db.record_sync_pass(&pass(SyncPassOutcome::Ok, 400)).unwrap();
         let status = db.sync_status().unwrap().unwrap();

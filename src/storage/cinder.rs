@@ -704,8 +704,9 @@ fn sync_pass_record(
     let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
     let outcome = match stopped_by {
         Some(_) => SyncPassOutcome::Failed,
-        None if report.errors.is_empty() => SyncPassOutcome::Ok,
-        None => SyncPassOutcome::Partial,
+        None if !report.errors.is_empty() => SyncPassOutcome::Partial,
+        None if !report.drifted.is_empty() => SyncPassOutcome::Drift,
+        None => SyncPassOutcome::Ok,
     };
     let lines: Vec<String> = stopped_by
         .map(|e| format!("failed: {e}"))
@@ -906,7 +907,7 @@ mod tests {
     }
 
     #[test]
-    fn a_pass_without_errors_is_ok_even_with_drift() {
+    fn a_pass_without_errors_but_with_drift_is_drift() {
         let pass = sync_pass_record(SyncRunner::Cli, 10, 12, &report(), None);
         assert_eq!(
             pass,
@@ -914,7 +915,7 @@ mod tests {
                 ran_by: SyncRunner::Cli,
                 started_at: 10,
                 finished_at: 12,
-                outcome: SyncPassOutcome::Ok,
+                outcome: SyncPassOutcome::Drift,
                 checked: 3,
                 updated: 1,
                 drifted: 1,
