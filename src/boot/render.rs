@@ -137,9 +137,18 @@ fn ipxe_formatter(out: &mut Output, state: &mut State, value: &Value) -> Result<
             "a missing value cannot appear in an iPXE script",
         ));
     }
-    let text = value.to_string();
+    // Strings (nearly every printed value) are checked and written where they are; only other
+    // kinds are formatted first.
+    let formatted;
+    let text = match value.as_str() {
+        Some(text) => text,
+        None => {
+            formatted = value.to_string();
+            &formatted
+        }
+    };
     if !value.is_safe() {
-        check_script_value(&text).map_err(|m| Error::new(ErrorKind::InvalidOperation, m))?;
+        check_script_value(text).map_err(|m| Error::new(ErrorKind::InvalidOperation, m))?;
     }
-    out.write_str(&text).map_err(Error::from)
+    out.write_str(text).map_err(Error::from)
 }
