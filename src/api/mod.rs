@@ -16,8 +16,10 @@
 
 mod actions;
 pub mod htpasswd;
+mod ironic;
 mod public;
 mod resources;
+mod versions;
 
 pub use resources::check_node_patch;
 

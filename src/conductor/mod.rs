@@ -376,6 +376,12 @@ impl Conductor {
             result: result.is_ok(),
             reason: result.err(),
         };
+        if record.node.driver == Driver::FakeHardware {
+            // Ironic's test hardware type: every interface fake, no boot volume needed.
+            return ValidationReport(
+                ["boot", "deploy", "power", "storage"].map(|i| check(i, Ok(()))).into(),
+            );
+        }
         let scenario =
             decide(record, self.config.default.default_storage_interface).map_err(|e| e.0);
         let boot = match &scenario {
@@ -406,9 +412,16 @@ impl Conductor {
             .for_node(record)
             .and_then(|s| s.validate(record))
             .map_err(|e| e.to_string());
+        let writes_image = matches!(scenario, Ok(Scenario::Hba { force_deployment: true }));
+        let mut deploy = check("deploy", deploy);
+        if deploy.result && !writes_image && record.node.instance_info.contains_key("configdrive") {
+            deploy.reason = Some(
+                "instance_info.configdrive is stored but will not be written: this node's scenario writes no image (only scenario 4, an HBA volume deployment, does)".into(),
+            );
+        }
         ValidationReport(vec![
             check("boot", boot),
-            check("deploy", deploy),
+            deploy,
             check("power", power),
             check("storage", storage),
         ])
@@ -444,11 +457,40 @@ impl Conductor {
             json!({"action": verb.to_string(), "previous_state": previous}),
         )
         .await;
+        let fake = record.node.driver == Driver::FakeHardware;
+        let mut note = None;
         let outcome = match verb {
             Verb::Manage | Verb::Provide => Ok(()),
+            Verb::Abort => {
+                self.fail_deployment(&mut record, "deployment aborted by the operator".into())
+                    .await?;
+                return Ok(record);
+            }
+            // Ironic's fake-hardware: every interface fake, nothing touched.
+            Verb::Deploy | Verb::Rebuild | Verb::Adopt if fake => {
+                record.node.power_state = Some(PowerState::On);
+                Ok(())
+            }
+            Verb::Undeploy if fake => {
+                record.node.power_state = Some(PowerState::Off);
+                record.node.instance_uuid = None;
+                Ok(())
+            }
             Verb::Deploy => self.deploy(&mut record).await,
+            Verb::Rebuild => match self.undeploy(&mut record).await {
+                Ok(()) => self.deploy(&mut record).await,
+                Err(e) => Err(e),
+            },
             Verb::Undeploy => self.undeploy(&mut record).await,
             Verb::Adopt => self.adopt(&mut record).await,
+            Verb::Inspect | Verb::Clean if !fake => {
+                note = Some(format!(
+                    "{verb}: nothing to do on a boot-from-volume node: its disks are volumes, which are Cinder's (or their owner's) to inspect and erase"
+                ));
+                Ok(())
+            }
+            Verb::Inspect | Verb::Clean => Ok(()),
+            Verb::Rescue | Verb::Unrescue => Ok(()),
         };
         match outcome {
             Ok(()) => {
@@ -458,22 +500,16 @@ impl Conductor {
                 }
                 self.save(&record).await?;
                 if record.node.provision_state != ProvisionState::WaitCallBack {
-                    self.event(
-                        &record,
-                        format!("{PROVISION}.end"),
-                        "info",
-                        json!({"action": verb.to_string()}),
-                    )
-                    .await;
+                    let mut payload = json!({"action": verb.to_string()});
+                    if let (Some(note), Some(map)) = (note, payload.as_object_mut()) {
+                        map.insert("note".into(), json!(note));
+                    }
+                    self.event(&record, format!("{PROVISION}.end"), "info", payload).await;
                 }
                 Ok(record)
             }
             Err(message) => {
-                record.node.provision_state = match verb {
-                    Verb::Deploy => ProvisionState::DeployFailed,
-                    Verb::Undeploy => ProvisionState::Error,
-                    _ => previous,
-                };
+                record.node.provision_state = plan.failed;
                 record.node.target_provision_state = None;
                 record.node.last_error = Some(message.clone());
                 self.save(&record).await?;
@@ -631,6 +667,8 @@ impl Conductor {
             record.node.driver_internal_info.remove(key);
         }
         record.node.instance_info.remove("boot_option");
+        // Nova's association ends with the deployment, as in Ironic's tear-down.
+        record.node.instance_uuid = None;
         Ok(())
     }
 

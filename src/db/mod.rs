@@ -108,7 +108,7 @@ mod tests {
             }
         }
         let db = Db::open(&path).unwrap();
-        assert_eq!(db.schema_version().unwrap(), 6, "migrated to the latest step");
+        assert_eq!(db.schema_version().unwrap(), 9, "migrated to the latest step");
         (dir, db)
     }
 
@@ -134,6 +134,23 @@ mod tests {
         let synchronous: i64 =
             db.conn.pragma_query_value(None, "synchronous", |r| r.get(0)).unwrap();
         assert_eq!(synchronous, 2, "FULL: every commit is synced before it returns");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn ironic_fields_arrive_by_their_own_steps_with_ironics_defaults() {
+        let port = "INSERT INTO ports (uuid, node_id, address) VALUES \
+            ('44444444-4444-4444-8444-0000000000a1', 1, '52:54:00:00:00:01')";
+        let (dir, db) = opened_from_step("migration-9", 6, &[STEP_1_NODE, port]);
+        let record = db.node_record("old").unwrap().unwrap();
+        assert_eq!(record.node.instance_uuid, None);
+        assert_eq!(record.node.interfaces, Default::default(), "the hardware type's defaults");
+        assert!(record.traits.is_empty());
+        assert!(record.ports[0].more.pxe_enabled);
+        assert!(record.ports[0].more.internal_info.is_empty());
+        assert!(db.set_traits(&record.node.uuid, &["CUSTOM_A".to_owned()]).unwrap());
+        assert_eq!(db.node_record("old").unwrap().unwrap().traits, ["CUSTOM_A"]);
+        drop(db);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -61,6 +61,7 @@ impl Db {
                 ports: Vec::new(),
                 volume_connectors: Vec::new(),
                 volume_targets: Vec::new(),
+                traits: Vec::new(),
             })
             .collect();
         // One node: its children by indexed lookups. Many: each child table read once.
@@ -75,6 +76,11 @@ impl Db {
         attach(&mut records, &at, self.stamped_ports(only)?, |r| &mut r.ports);
         attach(&mut records, &at, self.stamped_connectors(only)?, |r| &mut r.volume_connectors);
         attach(&mut records, &at, self.stamped_targets(only)?, |r| &mut r.volume_targets);
+        for (node_uuid, name) in self.node_traits(only)? {
+            if let Some(&i) = at.get(&node_uuid) {
+                records[i].traits.push(name);
+            }
+        }
         Ok(records)
     }
 }

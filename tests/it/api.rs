@@ -367,7 +367,7 @@ fn ports_connectors_targets_and_their_rules() {
         api.v(
             "PATCH",
             &format!("/v1/ports/{port_uuid}"),
-            Some(json!([{"op": "replace", "path": "/pxe_enabled", "value": false}]))
+            Some(json!([{"op": "replace", "path": "/internal_info", "value": {}}]))
         )
         .0,
         400
