@@ -124,11 +124,11 @@ pub(super) async fn set_provision(state: &ApiState, r: &Request, key: &str) -> A
         }
     }
     match (verb, body.get("clean_steps")) {
-        (Verb::Clean, Some(Value::Array(_))) => {}
-        (Verb::Clean, _) => {
-            return Err(ApiError::bad_request(
-                "\"clean_steps\" is required when setting target provision state to clean",
-            ));
+        // Ironic requires a non-empty list; a client sends none for `--clean-steps '[]'`.
+        // bootvol runs no clean step on a volume (Cinder's to erase), so none is accepted.
+        (Verb::Clean, None | Some(Value::Array(_))) => {}
+        (Verb::Clean, Some(_)) => {
+            return Err(ApiError::bad_request("\"clean_steps\" must be a list of clean steps"));
         }
         (_, Some(_)) => {
             return Err(ApiError::bad_request(

@@ -150,6 +150,25 @@ pub(super) async fn route(state: &ApiState, r: &Request) -> ApiResult {
                 _ => Err(not_found_path(r)),
             }
         }
+        // Sub-resources of later microversions (bios 1.40, history, firmware...): 404, as
+        // Ironic answers at 1.38.
+        ["nodes", _, sub, ..]
+            if ![
+                "states",
+                "validate",
+                "maintenance",
+                "management",
+                "ports",
+                "volume",
+                "traits",
+                "vifs",
+                "vendor_passthru",
+                "portgroups",
+            ]
+            .contains(sub) =>
+        {
+            Err(not_found_path(r))
+        }
         ["nodes", ..] => Err(method_not_allowed()),
         _ => Err(not_found_path(r)),
     }

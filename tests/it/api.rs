@@ -13,6 +13,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::support::config_text;
 
+#[path = "api_ironic.rs"]
+mod ironic;
+
 struct Api {
     base: String,
     /// The boot HTTP listener of the same `serve`.
