@@ -587,3 +587,30 @@ fn real_clients_speak_ironics_vocabulary() {
     ironic_cli_flow(&cli, "baremetal", &[], "bm");
     ironic_cli_flow(&cli, "openstack", &["baremetal"], "osc");
 }
+
+#[test]
+#[allow(clippy::disallowed_methods)]
+fn real_openstacksdk_speaks_ironics_vocabulary() {
+    let Some(bin) = venv_bin() else { return };
+    let api = Api::start(false);
+    let home = tempfile::tempdir().unwrap();
+    let drive = home.path().join("configdrive.gz.b64");
+    std::fs::write(&drive, configdrive()).unwrap();
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/api/sdk_ironic_flow.py");
+    let output = std::process::Command::new(bin.join("python"))
+        .env_clear()
+        .env("HOME", home.path())
+        .env("PYTHONWARNINGS", "ignore")
+        .arg(&script)
+        .arg(&api.base)
+        .arg(&drive)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(output.status.success() && text.contains("ALL OK"), "openstacksdk flow:\n{text}");
+}
