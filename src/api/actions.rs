@@ -163,9 +163,9 @@ pub(super) async fn set_provision(state: &ApiState, r: &Request, key: &str) -> A
         _ => {}
     }
     refuse_transition(node, &target, verb)?;
-    if matches!(verb, Verb::Deploy | Verb::Rebuild) {
-        // Stored as Ironic stores it (instance_info.configdrive); none given: none kept.
-        state.nodes().store_configdrive(&node.uuid, configdrive).await?;
+    if let Some(drive) = configdrive {
+        // Stored as Ironic stores it (instance_info.configdrive).
+        state.nodes().store_configdrive(&node.uuid, drive).await?;
     }
     let uuid = start_state_change(state, &node.uuid, StateChange::Provision, &target).await?;
     Ok(accepted(r, &uuid))

@@ -813,6 +813,26 @@ impl Conductor {
                 record.node.provision_state = ProvisionState::Error;
                 "undeploy"
             }
+            ProvisionState::Cleaning => {
+                record.node.provision_state = ProvisionState::CleanFailed;
+                "cleaning"
+            }
+            ProvisionState::Inspecting => {
+                record.node.provision_state = ProvisionState::InspectFailed;
+                "inspection"
+            }
+            ProvisionState::Adopting => {
+                record.node.provision_state = ProvisionState::AdoptFailed;
+                "adoption"
+            }
+            ProvisionState::Rescuing => {
+                record.node.provision_state = ProvisionState::RescueFailed;
+                "rescue"
+            }
+            ProvisionState::Unrescuing => {
+                record.node.provision_state = ProvisionState::UnrescueFailed;
+                "unrescue"
+            }
             _ => "power action",
         };
         record.node.target_provision_state = None;
@@ -835,9 +855,9 @@ impl Conductor {
     pub async fn sync_power_states(&self) -> Result<Vec<String>, ConductorError> {
         let records = self.db.run(|db| db.node_records_with_bmc()).await?;
         let mut corrected = Vec::new();
-        for record in
-            records.into_iter().filter(|r| r.node.driver != Driver::Fake && !r.node.maintenance)
-        {
+        for record in records.into_iter().filter(|r| {
+            !matches!(r.node.driver, Driver::Fake | Driver::FakeHardware) && !r.node.maintenance
+        }) {
             let Ok(lock) = self.lock(&record, "power sync").await else { continue };
             // Read again under the lock: an action may have ended since the list was read.
             let Ok(Some(mut record)) = self
@@ -945,8 +965,16 @@ impl Conductor {
 /// Whether a node shows an action in flight (which, without a live lock holder, a crash cut
 /// short).
 fn stuck(record: &NodeRecord) -> bool {
-    matches!(record.node.provision_state, ProvisionState::Deploying | ProvisionState::Deleting)
-        || record.node.target_power_state.is_some()
+    matches!(
+        record.node.provision_state,
+        ProvisionState::Deploying
+            | ProvisionState::Deleting
+            | ProvisionState::Cleaning
+            | ProvisionState::Inspecting
+            | ProvisionState::Adopting
+            | ProvisionState::Rescuing
+            | ProvisionState::Unrescuing
+    ) || record.node.target_power_state.is_some()
 }
 
 /// What an action started through [`Conductor::start`] does.

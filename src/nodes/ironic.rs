@@ -120,21 +120,14 @@ impl NodeService {
         Ok(())
     }
 
-    /// Stores the config drive of a deploy or rebuild request in `instance_info.configdrive`
-    /// (none given: the stored one is removed, as Ironic does). Refused while an action holds
-    /// the node.
-    pub async fn store_configdrive(
-        &self,
-        key: &str,
-        configdrive: Option<Value>,
-    ) -> Result<(), NodeError> {
+    /// Stores the config drive of a deploy or rebuild request in `instance_info.configdrive`,
+    /// as Ironic stores it (one set there before, by a patch or an inventory, is kept when a
+    /// request gives none). Refused while an action holds the node.
+    pub async fn store_configdrive(&self, key: &str, configdrive: Value) -> Result<(), NodeError> {
         let record = self.node(key).await?;
         self.check_unlocked(&record.node).await?;
         let mut info = record.node.instance_info.clone();
-        match configdrive {
-            Some(drive) => info.insert("configdrive".into(), drive),
-            None => info.remove("configdrive"),
-        };
+        info.insert("configdrive".into(), configdrive);
         if info == record.node.instance_info {
             return Ok(());
         }
