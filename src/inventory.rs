@@ -9,6 +9,7 @@ use std::collections::HashSet;
 use serde_json::{Map, Value, json};
 
 use crate::config::Config;
+use crate::model::hardware::{self, Interfaces};
 use crate::model::{
     BootInterfaceName, Child, ChildKind, ConnectorType, DeployInterfaceName, Driver, JsonMap,
     MacAddr, Node, NodeRecord, ProvisionState, StorageInterfaceName, VolumeTarget, VolumeType,
@@ -31,6 +32,10 @@ pub struct NodeSpec {
     pub storage_interface: Option<StorageInterfaceName>,
     pub boot_interface: BootInterfaceName,
     pub deploy_interface: DeployInterfaceName,
+    /// The other interfaces, each checked against the hardware type (`None`: its default).
+    pub interfaces: Interfaces,
+    pub instance_uuid: Option<String>,
+    pub resource_class: Option<String>,
     pub provision_state: Option<ProvisionState>,
     pub maintenance: Option<bool>,
     pub ports: Vec<PortSpec>,
@@ -43,6 +48,9 @@ pub struct PortSpec {
     pub uuid: Option<String>,
     pub address: MacAddr,
     pub extra: JsonMap,
+    pub pxe_enabled: bool,
+    pub local_link_connection: JsonMap,
+    pub physical_network: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -96,7 +104,13 @@ impl ChildSpec {
     /// Whether `stored` already is what this spec says (masked secrets restored first).
     pub fn matches(&self, stored: &Child) -> bool {
         match (self, stored) {
-            (ChildSpec::Port(p), Child::Port(s)) => p.address == s.address && p.extra == s.extra,
+            (ChildSpec::Port(p), Child::Port(s)) => {
+                p.address == s.address
+                    && p.extra == s.extra
+                    && p.pxe_enabled == s.more.pxe_enabled
+                    && p.local_link_connection == s.more.local_link_connection
+                    && p.physical_network == s.more.physical_network
+            }
             (ChildSpec::Connector(c), Child::Connector(s)) => {
                 c.connector_type == s.connector_type
                     && c.connector_id == s.connector_id
@@ -136,6 +150,9 @@ impl NodeSpec {
             || node.storage_interface != self.storage_interface
             || node.boot_interface != self.boot_interface
             || node.deploy_interface != self.deploy_interface
+            || node.interfaces != self.interfaces
+            || node.instance_uuid != self.instance_uuid
+            || node.resource_class != self.resource_class
             || self.provision_state.is_some_and(|p| p != node.provision_state)
             || self.maintenance.is_some_and(|m| m != node.maintenance)
     }
@@ -288,17 +305,43 @@ fn node_spec(value: &Value, config: &Config) -> Result<NodeSpec, String> {
     }
     let instance_info = o.map("instance_info")?;
     check_instance_info(&instance_info)?;
+    let driver: Driver = o.parsed("driver")?.unwrap_or(Driver::Fake);
+    let mut interfaces = Interfaces::default();
+    for kind in Interfaces::KINDS {
+        if let Some(value) = o.string(&kind.field())? {
+            hardware::check(driver, *kind, &value).map_err(|e| format!("{}: {e}", kind.field()))?;
+            interfaces.set(*kind, Some(value));
+        }
+    }
+    let resource_class = o.string("resource_class")?;
+    if let Some(class) = &resource_class
+        && (class.is_empty() || class.len() > 80)
+    {
+        return Err(format!("resource_class: {class:?} must have 1 to 80 characters"));
+    }
+    let fake_hardware = driver == Driver::FakeHardware;
     let spec = NodeSpec {
         uuid: o.uuid("uuid")?,
         name,
-        driver: o.parsed("driver")?.unwrap_or(Driver::Fake),
+        driver,
         driver_info: o.map("driver_info")?,
         properties,
         instance_info,
         extra: o.map("extra")?,
         storage_interface,
-        boot_interface: o.parsed("boot_interface")?.unwrap_or(BootInterfaceName::Ipxe),
-        deploy_interface: o.parsed("deploy_interface")?.unwrap_or(DeployInterfaceName::Direct),
+        boot_interface: o.parsed("boot_interface")?.unwrap_or(if fake_hardware {
+            BootInterfaceName::Fake
+        } else {
+            BootInterfaceName::Ipxe
+        }),
+        deploy_interface: o.parsed("deploy_interface")?.unwrap_or(if fake_hardware {
+            DeployInterfaceName::Fake
+        } else {
+            DeployInterfaceName::Direct
+        }),
+        interfaces,
+        instance_uuid: o.uuid("instance_uuid")?,
+        resource_class,
         provision_state: o.parsed("provision_state")?,
         maintenance: o.bool("maintenance")?,
         ports: o.items("ports", port_spec)?,
@@ -318,10 +361,35 @@ fn node_spec(value: &Value, config: &Config) -> Result<NodeSpec, String> {
 fn port_spec(value: &Value) -> Result<PortSpec, String> {
     let mut o = Object::new(value, "port")?;
     let address = o.string("address")?.ok_or("address: missing")?;
+    let pxe_enabled = match o.take("pxe_enabled") {
+        None | Some(Value::Bool(true)) => true,
+        Some(Value::Bool(false)) => false,
+        Some(Value::String(s)) if s.eq_ignore_ascii_case("true") => true,
+        Some(Value::String(s)) if s.eq_ignore_ascii_case("false") => false,
+        Some(other) => return Err(format!("pxe_enabled: must be true or false, not {other}")),
+    };
+    let local_link_connection = o.map("local_link_connection")?;
+    if let Some(key) = local_link_connection
+        .keys()
+        .find(|k| !matches!(k.as_str(), "switch_id" | "port_id" | "switch_info"))
+    {
+        return Err(format!(
+            "local_link_connection: {key} is not a key of a local link connection (switch_id, port_id, switch_info)"
+        ));
+    }
+    let physical_network = o.string("physical_network")?;
+    if let Some(network) = &physical_network
+        && (network.is_empty() || network.len() > 64)
+    {
+        return Err(format!("physical_network: {network:?} must have 1 to 64 characters"));
+    }
     let spec = PortSpec {
         uuid: o.uuid("uuid")?,
         address: address.parse().map_err(|e| format!("address: {e}"))?,
         extra: o.map("extra")?,
+        pxe_enabled,
+        local_link_connection,
+        physical_network,
     };
     o.finish()?;
     Ok(spec)
@@ -360,7 +428,7 @@ fn target_spec(value: &Value) -> Result<TargetSpec, String> {
     };
     let spec = TargetSpec {
         uuid: o.uuid("uuid")?,
-        volume_type,
+        volume_type: volume_type.clone(),
         boot_index,
         volume_id,
         properties,
@@ -444,6 +512,8 @@ pub fn check_target_properties(target: &VolumeTarget) -> Result<(), String> {
                 }
             }
         }
+        // Stored as given, as Ironic does; validation and deploy refuse what no scenario boots.
+        VolumeType::Other(_) => {}
         _ => {
             crate::boot::context::san_volume_for_check(target).map_err(|e| e.0)?;
             if let Some(name) = target.properties.get("san_filename").filter(|v| !v.is_null()) {
@@ -528,15 +598,30 @@ fn export_node(record: &NodeRecord) -> Value {
         "deploy_interface": node.deploy_interface,
         "provision_state": node.provision_state,
         "maintenance": node.maintenance,
-        "ports": record.ports.iter().map(|p| json!({"uuid": p.uuid, "address": p.address, "extra": p.extra})).collect::<Vec<_>>(),
+        "ports": record.ports.iter().map(|p| json!({"uuid": p.uuid, "address": p.address, "extra": p.extra,
+            "pxe_enabled": p.more.pxe_enabled, "local_link_connection": p.more.local_link_connection,
+            "physical_network": p.more.physical_network})).collect::<Vec<_>>(),
         "volume_connectors": record.volume_connectors.iter().map(|c| json!({
             "uuid": c.uuid, "type": c.connector_type, "connector_id": c.connector_id, "extra": c.extra})).collect::<Vec<_>>(),
         "volume_targets": record.volume_targets.iter().map(|t| json!({
             "uuid": t.uuid, "volume_type": t.volume_type, "boot_index": t.boot_index, "volume_id": t.volume_id,
             "properties": t.properties, "extra": t.extra})).collect::<Vec<_>>(),
     });
-    if let (Some(storage), Some(map)) = (node.storage_interface, out.as_object_mut()) {
-        map.insert("storage_interface".into(), json!(storage));
+    if let Some(map) = out.as_object_mut() {
+        if let Some(storage) = node.storage_interface {
+            map.insert("storage_interface".into(), json!(storage));
+        }
+        for kind in Interfaces::KINDS {
+            if let Some(value) = node.interfaces.get(*kind) {
+                map.insert(kind.field(), json!(value));
+            }
+        }
+        if let Some(instance) = &node.instance_uuid {
+            map.insert("instance_uuid".into(), json!(instance));
+        }
+        if let Some(class) = &node.resource_class {
+            map.insert("resource_class".into(), json!(class));
+        }
     }
     out
 }

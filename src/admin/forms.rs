@@ -414,7 +414,7 @@ pub(super) fn bmc_keys(driver: &str) -> Option<[Option<&'static str>; 4]> {
         Driver::Ipmi => {
             Some([Some("ipmi_address"), None, Some("ipmi_username"), Some("ipmi_password")])
         }
-        Driver::Fake => None,
+        Driver::Fake | Driver::FakeHardware => None,
     }
 }
 
@@ -515,6 +515,12 @@ fn node_document(
         node.insert("extra".into(), Value::Object(n.extra.clone()));
         node.insert("boot_interface".into(), json!(n.boot_interface));
         node.insert("deploy_interface".into(), json!(n.deploy_interface));
+        // What the API sets and the form does not show is kept (issue 15).
+        node.insert("instance_uuid".into(), json!(n.instance_uuid));
+        node.insert("resource_class".into(), json!(n.resource_class));
+        for kind in crate::model::hardware::Interfaces::KINDS {
+            node.insert(kind.field(), json!(n.interfaces.get(*kind)));
+        }
     }
     Ok(node)
 }

@@ -10,7 +10,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
 
-use crate::conductor::states::{Verb, allowed};
+use crate::conductor::states::{Verb, allowed, deletable};
 use crate::model::{NodeRecord, PowerState, ProvisionState};
 
 /// Rows shown on one page of the list.
@@ -345,12 +345,12 @@ pub(super) struct Offer {
 }
 
 /// Whether the action `target` of `form` needs the node's name as `confirm` (power off, reboot,
-/// soft power off, undeploy, delete).
+/// soft power off, undeploy, rebuild, delete).
 pub(super) fn needs_confirmation(form: &str, target: &str) -> bool {
     matches!(
         (form, target),
         ("power", "power off" | "rebooting" | "soft power off")
-            | ("provision", "deleted" | "undeploy")
+            | ("provision", "deleted" | "undeploy" | "rebuild")
             | ("delete", _)
     )
 }
@@ -361,7 +361,13 @@ fn verb_label(verb: Verb) -> &'static str {
         Verb::Provide => "Provide",
         Verb::Deploy => "Deploy",
         Verb::Undeploy => "Undeploy",
+        Verb::Rebuild => "Rebuild",
+        Verb::Inspect => "Inspect",
+        Verb::Clean => "Clean",
+        Verb::Abort => "Abort",
         Verb::Adopt => "Adopt",
+        Verb::Rescue => "Rescue",
+        Verb::Unrescue => "Unrescue",
     }
 }
 
@@ -391,8 +397,7 @@ pub(super) fn offers(record: &NodeRecord) -> Vec<Offer> {
     for verb in allowed(n.provision_state) {
         offers.push(offer("provision", verb.target(), verb_label(verb)));
     }
-    use ProvisionState as S;
-    if !matches!(n.provision_state, S::Active | S::Deploying | S::WaitCallBack | S::Deleting) {
+    if deletable(n.provision_state) {
         offers.push(offer("delete", "delete", "Delete node"));
     }
     offers
@@ -605,11 +610,11 @@ mod tests {
     fn only_the_actions_that_fit_the_state_are_offered() {
         assert_eq!(
             labels(&record("deploy failed", Some("power off"))),
-            ["Power on", "Deploy", "Undeploy", "Delete node"]
+            ["Power on", "Deploy", "Undeploy", "Rebuild", "Delete node"]
         );
         assert_eq!(
             labels(&record("active", Some("power on"))),
-            ["Power off", "Soft power off", "Reboot", "Undeploy"]
+            ["Power off", "Soft power off", "Reboot", "Undeploy", "Rebuild", "Rescue"]
         );
         assert_eq!(
             labels(&record("enroll", None)),
@@ -623,7 +628,7 @@ mod tests {
             .filter(|o| o.confirm)
             .map(|o| o.label)
             .collect();
-        assert_eq!(confirmed, ["Power off", "Soft power off", "Reboot", "Undeploy"]);
+        assert_eq!(confirmed, ["Power off", "Soft power off", "Reboot", "Undeploy", "Rebuild"]);
         assert!(needs_confirmation("delete", "delete"));
         assert!(!needs_confirmation("power", "power on"));
         assert!(!needs_confirmation("provision", "active"));

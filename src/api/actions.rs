@@ -11,7 +11,8 @@ use serde_json::{Map, Value, json};
 
 use super::resources::{kind_of, load_node, without_nulls};
 use super::{ApiError, ApiResult, ApiState, Request, json_response};
-use crate::conductor::{Action, ConductorError, plan};
+use crate::conductor::{Action, ConductorError, Verb, plan};
+use crate::model::hardware::Kind;
 use crate::power::{BootDevice, PowerAction};
 use crate::secrets::mask;
 
@@ -40,7 +41,7 @@ pub(super) async fn node_states(state: &ApiState, r: &Request, key: &str) -> Api
         "target_power_state": n.target_power_state,
         "provision_state": n.provision_state,
         "target_provision_state": n.target_provision_state,
-        "provision_updated_at": null,
+        "provision_updated_at": n.provision_updated_at,
         "last_error": n.last_error,
         "console_enabled": false,
         "raid_config": {},
@@ -78,6 +79,12 @@ pub(super) fn accepted(r: &Request, uuid: &str) -> Response {
 
 pub(super) async fn set_power(state: &ApiState, r: &Request, key: &str) -> ApiResult {
     let (target, body) = target_of(r, &["timeout"])?;
+    if r.minor < 27 && (target.starts_with("soft ") || body.contains_key("timeout")) {
+        return Err(ApiError::not_acceptable(format!(
+            "Soft power actions and timeout need API version 1.27 or later (this request asked for 1.{})",
+            r.minor
+        )));
+    }
     if let Some(t) = body.get("timeout")
         && t.as_u64().is_none_or(|t| t == 0)
     {
@@ -88,16 +95,90 @@ pub(super) async fn set_power(state: &ApiState, r: &Request, key: &str) -> ApiRe
 }
 
 pub(super) async fn set_provision(state: &ApiState, r: &Request, key: &str) -> ApiResult {
-    let (target, body) = target_of(r, &["configdrive", "clean_steps", "deploy_steps"])?;
-    if let Some(extra) =
-        ["configdrive", "clean_steps", "deploy_steps"].iter().find(|k| body.contains_key(**k))
-    {
-        return Err(ApiError::bad_request(format!(
-            "{extra}: not supported by bootvol (give a config drive as instance_info.configdrive)"
+    let (target, body) = target_of(r, &["configdrive", "clean_steps", "rescue_password"])?;
+    let verb: Verb = target.parse().map_err(|_| {
+        ApiError::bad_request(format!(
+            "The requested action \"{target}\" is not supported ({})",
+            Verb::ALL.iter().map(|v| v.target()).collect::<Vec<_>>().join(", ")
+        ))
+    })?;
+    if r.minor < verb.min_minor() {
+        return Err(ApiError::not_acceptable(format!(
+            "The provision action \"{target}\" needs API version 1.{} or later (this request asked for 1.{})",
+            verb.min_minor(),
+            r.minor
         )));
     }
-    let uuid = start_state_change(state, key, StateChange::Provision, &target).await?;
+    let configdrive = body.get("configdrive").cloned();
+    if let Some(drive) = &configdrive {
+        let allowed = verb == Verb::Deploy || (verb == Verb::Rebuild && r.minor >= 35);
+        if !allowed {
+            return Err(ApiError::bad_request(
+                "Adding a config drive is only supported when setting provision state to active (or rebuild, from API 1.35)",
+            ));
+        }
+        if !drive.is_string() {
+            return Err(ApiError::bad_request(
+                "configdrive: a gzipped, base64-encoded ISO image (a string) is expected; a JSON config drive needs API 1.56, above what bootvol serves",
+            ));
+        }
+    }
+    match (verb, body.get("clean_steps")) {
+        // Ironic requires a non-empty list; a client sends none for `--clean-steps '[]'`.
+        // bootvol runs no clean step on a volume (Cinder's to erase), so none is accepted.
+        (Verb::Clean, None | Some(Value::Array(_))) => {}
+        (Verb::Clean, Some(_)) => {
+            return Err(ApiError::bad_request("\"clean_steps\" must be a list of clean steps"));
+        }
+        (_, Some(_)) => {
+            return Err(ApiError::bad_request(
+                "\"clean_steps\" is only valid when setting target provision state to clean",
+            ));
+        }
+        _ => {}
+    }
+    let record = load_node(state, key).await?;
+    let node = &record.node;
+    if matches!(verb, Verb::Rescue | Verb::Unrescue) {
+        let rescue = node.interfaces.effective(node.driver, Kind::Rescue);
+        if rescue == "no-rescue" {
+            return Err(ApiError::bad_request(format!(
+                "Driver {} does not support rescue (disabled or not implemented).",
+                node.driver
+            )));
+        }
+    }
+    match (verb, body.get("rescue_password")) {
+        (Verb::Rescue, Some(Value::String(p))) if !p.trim().is_empty() => {}
+        (Verb::Rescue, _) => {
+            return Err(ApiError::bad_request(
+                "A non-empty 'rescue_password' is required when setting target provision state to rescue",
+            ));
+        }
+        (_, Some(_)) => {
+            return Err(ApiError::bad_request(
+                "'rescue_password' is only valid when setting target provision state to rescue",
+            ));
+        }
+        _ => {}
+    }
+    refuse_transition(node, &target, verb)?;
+    if let Some(drive) = configdrive {
+        // Stored as Ironic stores it (instance_info.configdrive).
+        state.nodes().store_configdrive(&node.uuid, drive).await?;
+    }
+    let uuid = start_state_change(state, &node.uuid, StateChange::Provision, &target).await?;
     Ok(accepted(r, &uuid))
+}
+
+/// Ironic's 400 for a verb the node's state does not allow.
+fn refuse_transition(node: &crate::model::Node, target: &str, verb: Verb) -> Result<(), ApiError> {
+    plan(node.provision_state, verb).map(|_| ()).map_err(|m| {
+        ApiError::bad_request(format!(
+            "The requested action \"{target}\" can not be performed on node \"{}\" while it is in state \"{}\": {m}",
+            node.uuid, node.provision_state
+        ))
+    })
 }
 
 /// Which state a `PUT /v1/nodes/{node}/states/...` (or an admin form) changes.
@@ -121,21 +202,18 @@ pub(crate) async fn start_state_change(
         (StateChange::Power, "power off") => Action::Power(PowerAction::Off),
         (StateChange::Power, "rebooting") => Action::Power(PowerAction::Reboot),
         (StateChange::Power, "soft power off") => Action::Power(PowerAction::SoftOff),
+        (StateChange::Power, "soft rebooting") => Action::Power(PowerAction::Reboot),
         (StateChange::Power, other) => {
             return Err(ApiError::bad_request(format!(
-                "Invalid power target {other:?}: power on, power off, rebooting or soft power off"
+                "Invalid power target {other:?}: power on, power off, rebooting, soft power off or soft rebooting"
             )));
         }
-        (StateChange::Provision, "active" | "deleted" | "manage" | "provide" | "adopt") => {
-            Action::Provision(
-                target.parse().map_err(|e: crate::model::ValueError| ApiError::bad_request(e.0))?,
-            )
-        }
-        (StateChange::Provision, other) => {
-            return Err(ApiError::bad_request(format!(
-                "The requested action \"{other}\" is not supported (active, deleted, manage, provide, adopt)"
-            )));
-        }
+        (StateChange::Provision, other) => Action::Provision(other.parse().map_err(|_| {
+            ApiError::bad_request(format!(
+                "The requested action \"{other}\" is not supported ({})",
+                Verb::ALL.iter().map(|v| v.target()).collect::<Vec<_>>().join(", ")
+            ))
+        })?),
     };
     let record = load_node(state, key).await?;
     let node = &record.node;
@@ -150,14 +228,7 @@ pub(crate) async fn start_state_change(
                 )));
             }
         }
-        Action::Provision(verb) => {
-            plan(node.provision_state, verb).map_err(|m| {
-                ApiError::bad_request(format!(
-                    "The requested action \"{target}\" can not be performed on node \"{}\" while it is in state \"{}\": {m}",
-                    node.uuid, node.provision_state
-                ))
-            })?;
-        }
+        Action::Provision(verb) => refuse_transition(node, target, verb)?,
         _ => {}
     }
     // Accepted: the conductor locks the node for the action and records its target before it
@@ -177,9 +248,21 @@ pub(super) async fn validate(state: &ApiState, key: &str) -> ApiResult {
         doc.insert("management".into(), power);
     }
     doc.insert("network".into(), json!({"result": true, "reason": null}));
-    for unsupported in ["console", "inspect", "raid", "rescue", "bios"] {
-        doc.insert(unsupported.into(), json!({"result": null, "reason": "not supported"}));
+    let node = &record.node;
+    for (name, kind) in [
+        ("console", Kind::Console),
+        ("inspect", Kind::Inspect),
+        ("raid", Kind::Raid),
+        ("rescue", Kind::Rescue),
+    ] {
+        let value = if node.interfaces.effective(node.driver, kind).starts_with("no-") {
+            json!({"result": null, "reason": "not supported"})
+        } else {
+            json!({"result": true, "reason": null})
+        };
+        doc.insert(name.into(), value);
     }
+    doc.insert("bios".into(), json!({"result": null, "reason": "not supported"}));
     let mut doc = Value::Object(doc);
     mask(&mut doc);
     Ok(json_response(StatusCode::OK, &doc))

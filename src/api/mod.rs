@@ -16,8 +16,10 @@
 
 mod actions;
 pub mod htpasswd;
+mod ironic;
 mod public;
 mod resources;
+mod versions;
 
 pub use resources::check_node_patch;
 
@@ -623,11 +625,16 @@ async fn dispatch(
                 "media_types": [{"base": "application/json", "type": "application/vnd.openstack.ironic.v1+json"}],
                 "nodes": link("nodes"),
                 "ports": link("ports"),
+                "chassis": link("chassis"),
+                "drivers": link("drivers"),
             });
-            if minor >= VOLUME_MINOR
-                && let Some(map) = doc.as_object_mut()
-            {
-                map.insert("volume".into(), link("volume"));
+            if let Some(map) = doc.as_object_mut() {
+                if minor >= 23 {
+                    map.insert("portgroups".into(), link("portgroups"));
+                }
+                if minor >= VOLUME_MINOR {
+                    map.insert("volume".into(), link("volume"));
+                }
             }
             return Ok(json_response(StatusCode::OK, &doc));
         }

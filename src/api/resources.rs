@@ -10,13 +10,15 @@ use serde_json::{Map, Value, json};
 use super::actions::{
     accepted, get_boot_device, node_states, set_boot_device, set_power, set_provision, validate,
 };
+use super::ironic;
 use super::{
-    ApiError, ApiResult, ApiState, Request, STORAGE_INTERFACE_MINOR, VOLUME_MINOR, apply_patch,
-    collection, json_response, parse_fields, select,
+    ApiError, ApiResult, ApiState, Request, VOLUME_MINOR, apply_patch, collection, json_response,
+    parse_fields, select, versions,
 };
 use crate::inventory::{self, ChildSpec};
+use crate::model::hardware::Interfaces;
 use crate::model::{
-    Child, ChildKind, Driver, Node, NodeRecord, ProvisionState, Stamped, canonical_uuid, new_uuid,
+    Child, ChildKind, Node, NodeRecord, ProvisionState, Stamped, canonical_uuid, new_uuid,
 };
 use crate::secrets::mask;
 
@@ -34,6 +36,16 @@ const NODE_PATCHABLE: &[&str] = &[
     "storage_interface",
     "boot_interface",
     "deploy_interface",
+    "instance_uuid",
+    "resource_class",
+    "console_interface",
+    "inspect_interface",
+    "management_interface",
+    "network_interface",
+    "power_interface",
+    "raid_interface",
+    "rescue_interface",
+    "vendor_interface",
 ];
 
 /// Child fields that exist but that bootvol keeps as Ironic's defaults.
@@ -81,6 +93,31 @@ pub(super) async fn route(state: &ApiState, r: &Request) -> ApiResult {
             load_node(state, node).await?;
             Ok(json_response(StatusCode::OK, &json!({"supported_boot_devices": ["pxe", "disk"]})))
         }
+        ["nodes", node, "traits", rest @ ..] => ironic::traits(state, r, node, rest).await,
+        ["nodes", node, "vifs", rest @ ..] => ironic::vifs(state, r, node, rest).await,
+        ["nodes", node, "states", "raid"] if m == Method::PUT => {
+            ironic::set_raid(state, r, node).await
+        }
+        ["nodes", node, "states", "console"] if m == Method::GET || m == Method::PUT => {
+            ironic::console(state, r, node).await
+        }
+        ["nodes", node, "management", "inject_nmi"] if m == Method::PUT => {
+            ironic::inject_nmi(state, r, node).await
+        }
+        ["nodes", node, "vendor_passthru", rest @ ..] => {
+            ironic::vendor_passthru(state, r, node, rest).await
+        }
+        ["nodes", node, "portgroups"] | ["nodes", node, "portgroups", "detail"]
+            if m == Method::GET =>
+        {
+            ironic::require(r, "portgroups")?;
+            load_node(state, node).await?;
+            Ok(json_response(StatusCode::OK, &json!({"portgroups": []})))
+        }
+        ["drivers", rest @ ..] => ironic::drivers(r, rest).await,
+        ["chassis", rest @ ..] => ironic::unmodeled(r, "chassis", rest),
+        ["portgroups", rest @ ..] => ironic::unmodeled(r, "portgroups", rest),
+        ["lookup"] | ["heartbeat", _] => ironic::agent(state, r, &segments).await,
         ["nodes", node, "ports"] | ["nodes", node, "ports", "detail"] if m == Method::GET => {
             let uuid = load_node(state, node).await?.node.uuid;
             list_children(state, r, ChildKind::Port, Some(uuid)).await
@@ -113,12 +150,31 @@ pub(super) async fn route(state: &ApiState, r: &Request) -> ApiResult {
                 _ => Err(not_found_path(r)),
             }
         }
+        // Sub-resources of later microversions (bios 1.40, history, firmware...): 404, as
+        // Ironic answers at 1.38.
+        ["nodes", _, sub, ..]
+            if ![
+                "states",
+                "validate",
+                "maintenance",
+                "management",
+                "ports",
+                "volume",
+                "traits",
+                "vifs",
+                "vendor_passthru",
+                "portgroups",
+            ]
+            .contains(sub) =>
+        {
+            Err(not_found_path(r))
+        }
         ["nodes", ..] => Err(method_not_allowed()),
         _ => Err(not_found_path(r)),
     }
 }
 
-fn method_not_allowed() -> ApiError {
+pub(super) fn method_not_allowed() -> ApiError {
     ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "The method is not allowed for this resource.")
 }
 
@@ -135,7 +191,7 @@ async fn children(state: &ApiState, r: &Request, kind: ChildKind, rest: &[&str])
     }
 }
 
-fn not_found_path(r: &Request) -> ApiError {
+pub(super) fn not_found_path(r: &Request) -> ApiError {
     ApiError::not_found(format!("The resource /v1/{} could not be found.", r.segments.join("/")))
 }
 
@@ -186,19 +242,14 @@ pub(super) async fn load_node(state: &ApiState, key: &str) -> Result<NodeRecord,
     Ok(state.inner.nodes.node(key).await?)
 }
 
-fn interface_of(driver: Driver) -> &'static str {
-    match driver {
-        Driver::Fake => "fake",
-        Driver::Redfish => "redfish",
-        Driver::Ipmi => "ipmitool",
-    }
-}
-
 fn node_json(state: &ApiState, r: &Request, record: &NodeRecord) -> Value {
     let node: &Node = &record.node;
     let base = &r.base;
     let uuid = &node.uuid;
-    let power = interface_of(node.driver);
+    let link = |path: &str| {
+        json!([{"href": format!("{base}/v1/nodes/{uuid}/{path}"), "rel": "self"},
+               {"href": format!("{base}/nodes/{uuid}/{path}"), "rel": "bookmark"}])
+    };
     let mut out = json!({
         "uuid": uuid,
         "name": node.name,
@@ -207,82 +258,102 @@ fn node_json(state: &ApiState, r: &Request, record: &NodeRecord) -> Value {
         "driver_internal_info": node.driver_internal_info,
         "properties": node.properties,
         "instance_info": node.instance_info,
-        "instance_uuid": null,
+        "instance_uuid": node.instance_uuid,
         "extra": node.extra,
         "chassis_uuid": null,
         "power_state": node.power_state,
         "target_power_state": node.target_power_state,
         "provision_state": node.provision_state,
         "target_provision_state": node.target_provision_state,
-        "provision_updated_at": null,
+        "provision_updated_at": node.provision_updated_at,
         "maintenance": node.maintenance,
         "maintenance_reason": node.maintenance_reason,
         "last_error": node.last_error,
-    });
-    let more = json!({
         "console_enabled": false,
-        "reservation": null,
+        "reservation": node.reservation,
         "inspection_started_at": null,
         "inspection_finished_at": null,
         "clean_step": {},
         "raid_config": {},
         "target_raid_config": {},
-        "resource_class": null,
-    });
-    let interfaces = json!({
+        "resource_class": node.resource_class,
         "boot_interface": node.boot_interface,
         "deploy_interface": node.deploy_interface,
-        "console_interface": "no-console",
-        "inspect_interface": "no-inspect",
-        "management_interface": power,
-        "network_interface": "noop",
-        "power_interface": power,
-        "raid_interface": "no-raid",
-        "rescue_interface": "no-rescue",
-        "vendor_interface": "no-vendor",
-        "traits": [],
+        "storage_interface": node.effective_storage_interface(state.inner.conductor.default_storage()),
+        "traits": record.traits,
         "created_at": node.created_at,
         "updated_at": node.updated_at,
         "links": links(base, "nodes", uuid),
-        "ports": [{"href": format!("{base}/v1/nodes/{uuid}/ports"), "rel": "self"},
-                  {"href": format!("{base}/nodes/{uuid}/ports"), "rel": "bookmark"}],
-        "states": [{"href": format!("{base}/v1/nodes/{uuid}/states"), "rel": "self"},
-                   {"href": format!("{base}/nodes/{uuid}/states"), "rel": "bookmark"}],
+        "ports": link("ports"),
+        "states": link("states"),
+        "volume": link("volume"),
     });
     if let Some(map) = out.as_object_mut() {
-        for part in [more, interfaces] {
-            if let Value::Object(part) = part {
-                map.extend(part);
-            }
-        }
-        if r.minor >= STORAGE_INTERFACE_MINOR {
-            let default = state.inner.conductor.default_storage();
-            map.insert(
-                "storage_interface".into(),
-                json!(node.effective_storage_interface(default)),
-            );
-        }
-        if r.minor >= VOLUME_MINOR {
-            map.insert(
-                "volume".into(),
-                json!([{"href": format!("{base}/v1/nodes/{uuid}/volume"), "rel": "self"},
-                       {"href": format!("{base}/nodes/{uuid}/volume"), "rel": "bookmark"}]),
-            );
+        for kind in Interfaces::KINDS {
+            map.insert(kind.field(), json!(node.interfaces.effective(node.driver, *kind)));
         }
     }
+    versions::hide(&mut out, versions::NODE_FIELDS, r.minor);
     mask(&mut out);
     out
 }
 
+/// Answers 406 when a list filter is newer than the request's microversion (`fault`, 1.42, is
+/// above what bootvol serves).
+fn check_filters(r: &Request) -> Result<(), ApiError> {
+    for (key, _) in &r.query {
+        let minor = match key.as_str() {
+            "fault"
+            | "conductor_group"
+            | "owner"
+            | "lessee"
+            | "description_contains"
+            | "conductor"
+            | "project"
+            | "sharded"
+            | "shard"
+            | "parent_node"
+            | "include_children"
+            | "retired"
+            | "protected" => 100,
+            other => versions::minor_of(versions::NODE_FILTERS, other),
+        };
+        if r.minor < minor {
+            return Err(ApiError::not_acceptable(format!(
+                "The {key} filter is not supported at API version 1.{} (bootvol serves up to 1.{})",
+                r.minor,
+                super::MAX_MINOR
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn bool_param(r: &Request, key: &str) -> Result<Option<bool>, ApiError> {
+    match r.param(key) {
+        None => Ok(None),
+        Some(v) if v.eq_ignore_ascii_case("true") || v == "1" => Ok(Some(true)),
+        Some(v) if v.eq_ignore_ascii_case("false") || v == "0" => Ok(Some(false)),
+        Some(v) => Err(ApiError::bad_request(format!(
+            "Invalid value for {key}: {v:?}; true or false is expected"
+        ))),
+    }
+}
+
 async fn list_nodes(state: &ApiState, r: &Request, detail: bool) -> ApiResult {
+    check_filters(r)?;
+    let maintenance = bool_param(r, "maintenance")?;
+    let associated = bool_param(r, "associated")?;
     let records = state.inner.nodes.nodes().await?;
     let mut items: Vec<Value> = Vec::new();
     for record in &records {
         let n = &record.node;
         if r.param("provision_state").is_some_and(|p| p != n.provision_state.as_str())
             || r.param("driver").is_some_and(|d| d != n.driver.as_str())
-            || r.param("maintenance")
-                .is_some_and(|m| m.eq_ignore_ascii_case("true") != n.maintenance)
+            || maintenance.is_some_and(|m| m != n.maintenance)
+            || associated.is_some_and(|a| a != n.instance_uuid.is_some())
+            || r.param("instance_uuid").is_some_and(|i| Some(i) != n.instance_uuid.as_deref())
+            || r.param("resource_class").is_some_and(|c| Some(c) != n.resource_class.as_deref())
         {
             continue;
         }
@@ -330,19 +401,48 @@ pub(super) fn kind_of(value: &Value) -> &'static str {
     }
 }
 
-fn storage_interface_version(r: &Request, given: bool) -> Result<(), ApiError> {
-    if given && r.minor < STORAGE_INTERFACE_MINOR {
-        return Err(ApiError::not_acceptable(format!(
-            "storage_interface needs API version 1.{STORAGE_INTERFACE_MINOR} or later (this request asked for 1.{})",
-            r.minor
-        )));
+/// Refuses (406, as Ironic) a field newer than the request's microversion.
+fn fields_version<'a>(
+    r: &Request,
+    given: impl IntoIterator<Item = &'a str>,
+) -> Result<(), ApiError> {
+    for field in given {
+        let minor = versions::minor_of(versions::NODE_FIELDS, field);
+        if r.minor < minor {
+            return Err(ApiError::not_acceptable(format!(
+                "{field} needs API version 1.{minor} or later (this request asked for 1.{})",
+                r.minor
+            )));
+        }
     }
     Ok(())
 }
 
+/// Ironic's answers to node fields bootvol keeps read-only in a create or a patch.
+fn refuse_special(field: &str, value: Option<&Value>) -> Result<(), ApiError> {
+    match field {
+        "traits" => Err(ApiError::bad_request(
+            "Cannot update node traits via node patch. Node traits should be updated via the node traits API.",
+        )),
+        "chassis_uuid" if value.is_some_and(|v| !v.is_null()) => Err(ApiError::bad_request(
+            "chassis_uuid: bootvol does not provide chassis (GET /v1/chassis is always empty)",
+        )),
+        _ => Ok(()),
+    }
+}
+
 async fn create_node(state: &ApiState, r: &Request) -> ApiResult {
-    let mut doc = without_nulls(r.json()?)?;
-    storage_interface_version(r, doc.contains_key("storage_interface"))?;
+    let mut doc = r.json()?;
+    if let Some(map) = doc.as_object() {
+        for (key, value) in map {
+            refuse_special(key, Some(value))?;
+        }
+    }
+    if let Some(map) = doc.as_object_mut() {
+        map.remove("chassis_uuid");
+    }
+    let mut doc = without_nulls(doc)?;
+    fields_version(r, doc.keys().map(String::as_str))?;
     for key in doc.keys() {
         if !NODE_PATCHABLE.contains(&key.as_str()) && key != "uuid" {
             return Err(ApiError::bad_request(format!(
@@ -352,7 +452,9 @@ async fn create_node(state: &ApiState, r: &Request) -> ApiResult {
         }
     }
     if !doc.contains_key("driver") {
-        return Err(ApiError::bad_request("driver: missing (fake, redfish or ipmi)"));
+        return Err(ApiError::bad_request(
+            "driver: missing (fake-hardware, fake, redfish or ipmi)",
+        ));
     }
     let uuid = body_uuid(&mut doc)?;
     doc.insert("uuid".into(), json!(uuid));
@@ -385,6 +487,13 @@ async fn patch_node(state: &ApiState, r: &Request, key: &str) -> ApiResult {
     let patch = r.json()?;
     let record = load_node(state, key).await?;
     let node = &record.node;
+    if let Some(ops) = patch.as_array() {
+        for op in ops {
+            let root = op["path"].as_str().unwrap_or_default().trim_start_matches('/');
+            let root = root.split('/').next().unwrap_or_default();
+            refuse_special(root, op.get("value").or(Some(&Value::Bool(true))))?;
+        }
+    }
     let mut doc = json!({
         "name": node.name,
         "driver": node.driver,
@@ -395,9 +504,40 @@ async fn patch_node(state: &ApiState, r: &Request, key: &str) -> ApiResult {
         "storage_interface": node.storage_interface,
         "boot_interface": node.boot_interface,
         "deploy_interface": node.deploy_interface,
+        "instance_uuid": node.instance_uuid,
+        "resource_class": node.resource_class,
     });
+    if let Some(map) = doc.as_object_mut() {
+        for kind in Interfaces::KINDS {
+            map.insert(kind.field(), json!(node.interfaces.get(*kind)));
+        }
+    }
     let touched = apply_patch(&mut doc, &patch, NODE_PATCHABLE, NODE_READ_ONLY)?;
-    storage_interface_version(r, touched.iter().any(|t| t == "storage_interface"))?;
+    fields_version(r, touched.iter().map(String::as_str))?;
+    if touched.iter().any(|t| t == "driver") {
+        // A new hardware type: the interfaces not given fall back to its defaults (Ironic).
+        let driver_default = |doc: &mut Value, field: &str| {
+            if !touched.iter().any(|t| t == field)
+                && let Some(map) = doc.as_object_mut()
+            {
+                map.insert(field.to_owned(), Value::Null);
+            }
+        };
+        for kind in Interfaces::KINDS {
+            driver_default(&mut doc, &kind.field());
+        }
+        driver_default(&mut doc, "boot_interface");
+        driver_default(&mut doc, "deploy_interface");
+    }
+    let new_instance = doc["instance_uuid"].as_str().map(str::to_owned);
+    if let (Some(old), Some(new)) = (&node.instance_uuid, &new_instance)
+        && old != new
+    {
+        return Err(ApiError::conflict(format!(
+            "Node {} is associated with instance {old}.",
+            node.uuid
+        )));
+    }
     let mut map = without_nulls(doc)?;
     if !map.contains_key("driver") {
         return Err(ApiError::bad_request("driver: a node needs a driver; it can not be removed"));
@@ -416,7 +556,6 @@ async fn patch_node(state: &ApiState, r: &Request, key: &str) -> ApiResult {
 const NODE_READ_ONLY: &[&str] = &[
     "uuid",
     "driver_internal_info",
-    "instance_uuid",
     "chassis_uuid",
     "power_state",
     "target_power_state",
@@ -433,15 +572,6 @@ const NODE_READ_ONLY: &[&str] = &[
     "clean_step",
     "raid_config",
     "target_raid_config",
-    "resource_class",
-    "console_interface",
-    "inspect_interface",
-    "management_interface",
-    "network_interface",
-    "power_interface",
-    "raid_interface",
-    "rescue_interface",
-    "vendor_interface",
     "traits",
     "created_at",
     "updated_at",
@@ -493,18 +623,27 @@ async fn set_maintenance(state: &ApiState, r: &Request, key: &str, on: bool) -> 
 
 /// A child in Ironic's JSON shape (secrets unmasked: the caller masks what it shows).
 fn child_json(r: &Request, s: Stamped<Child>) -> Value {
+    child_json_at(r, s, r.minor)
+}
+
+/// [`child_json`] as microversion `minor` shows it.
+fn child_json_at(r: &Request, s: Stamped<Child>, minor: u32) -> Value {
     let kind = s.item.kind();
     let mut doc = match s.item {
-        Child::Port(p) => json!({
-            "uuid": p.uuid,
-            "address": p.address,
-            "extra": p.extra,
-            "local_link_connection": {},
-            "pxe_enabled": true,
-            "internal_info": {},
-            "physical_network": null,
-            "portgroup_uuid": null,
-        }),
+        Child::Port(p) => {
+            let mut doc = json!({
+                "uuid": p.uuid,
+                "address": p.address,
+                "extra": p.extra,
+                "local_link_connection": p.more.local_link_connection,
+                "pxe_enabled": p.more.pxe_enabled,
+                "internal_info": p.more.internal_info,
+                "physical_network": p.more.physical_network,
+                "portgroup_uuid": null,
+            });
+            versions::hide(&mut doc, versions::PORT_FIELDS, minor);
+            doc
+        }
         Child::Connector(c) => json!({
             "uuid": c.uuid,
             "type": c.connector_type,
@@ -638,6 +777,7 @@ async fn create_child(state: &ApiState, r: &Request, kind: ChildKind) -> ApiResu
             writable.join(", ")
         )));
     }
+    port_fields_version(r, kind, doc.keys().map(String::as_str))?;
     let uuid = body_uuid(&mut doc)?;
     let (spec, node) = child_spec(state, kind, doc).await?;
     let stored = state.inner.nodes.create_child(&node, uuid, spec).await?;
@@ -647,7 +787,7 @@ async fn create_child(state: &ApiState, r: &Request, kind: ChildKind) -> ApiResu
 async fn patch_child(state: &ApiState, r: &Request, kind: ChildKind, id: &str) -> ApiResult {
     let patch = r.json()?;
     let writable = kind.writable_fields();
-    let stored = child_json(r, state.inner.nodes.child(kind, id).await?);
+    let stored = child_json_at(r, state.inner.nodes.child(kind, id).await?, super::MAX_MINOR);
     let mut doc: Value = stored
         .as_object()
         .map(|m| m.iter().filter(|(k, _)| writable.contains(&k.as_str())))
@@ -658,10 +798,32 @@ async fn patch_child(state: &ApiState, r: &Request, kind: ChildKind, id: &str) -
         .into();
     let read_only: Vec<&str> =
         CHILD_READ_ONLY.iter().copied().filter(|k| !writable.contains(k)).collect();
-    apply_patch(&mut doc, &patch, writable, &read_only)?;
+    let touched = apply_patch(&mut doc, &patch, writable, &read_only)?;
+    port_fields_version(r, kind, touched.iter().map(String::as_str))?;
     let (spec, node) = child_spec(state, kind, without_nulls(doc)?).await?;
     let stored = state.inner.nodes.update_child(id, &node, spec).await?;
     Ok(child_answer(r, stored, StatusCode::OK))
+}
+
+/// Refuses (406) a port field newer than the request's microversion.
+fn port_fields_version<'a>(
+    r: &Request,
+    kind: ChildKind,
+    given: impl IntoIterator<Item = &'a str>,
+) -> Result<(), ApiError> {
+    if kind != ChildKind::Port {
+        return Ok(());
+    }
+    for field in given {
+        let minor = versions::minor_of(versions::PORT_FIELDS, field);
+        if r.minor < minor {
+            return Err(ApiError::not_acceptable(format!(
+                "{field} needs API version 1.{minor} or later (this request asked for 1.{})",
+                r.minor
+            )));
+        }
+    }
+    Ok(())
 }
 
 async fn delete_child(state: &ApiState, kind: ChildKind, id: &str) -> ApiResult {

@@ -200,7 +200,7 @@ fn san_volume(target: &VolumeTarget, drive: usize) -> Result<SanVolume, Scenario
         ))
     };
     let props = &target.properties;
-    let uris = match target.volume_type {
+    let uris = match &target.volume_type {
         VolumeType::Iscsi => iscsi_uris(props),
         VolumeType::FibreChannel => fcp_uris(props),
         VolumeType::Aoe => aoe_uri(props).map(|u| vec![u]),
@@ -208,6 +208,9 @@ fn san_volume(target: &VolumeTarget, drive: usize) -> Result<SanVolume, Scenario
         VolumeType::Nfs => {
             Err(ScenarioError("an nfs volume cannot be hooked as a SAN drive".into()))
         }
+        VolumeType::Other(other) => Err(ScenarioError(format!(
+            "volume type {other} cannot be hooked as a SAN drive (iscsi, fibre_channel, aoe or http)"
+        ))),
     }
     .map_err(context)?;
     let (chap, reverse_chap) = if target.volume_type == VolumeType::Iscsi {

@@ -84,7 +84,8 @@ pub fn decide(
     let nfs_root = node.instance_info.get("nfs_root").filter(|v| !v.is_null());
 
     if caps.flag("hba_boot") {
-        return decide_hba(record, &caps, boot_target);
+        let storage = node.effective_storage_interface(default_storage);
+        return decide_hba(record, &caps, boot_target, storage);
     }
     if caps.flag("nfs_boot")
         || nfs_root.is_some()
@@ -108,8 +109,11 @@ pub fn decide(
         }
         return Ok(Scenario::NotBootFromVolume);
     };
+    if let VolumeType::Other(other) = &boot_target.volume_type {
+        return fail(unknown_type(&boot_target.volume_id, other));
+    }
     require_flag(&caps, boot_target)?;
-    require_boot_tag(record, boot_target.volume_type)?;
+    require_boot_tag(record, &boot_target.volume_type)?;
     match boot_target.volume_type {
         VolumeType::Iscsi => {
             require_one_iqn(record)?;
@@ -122,7 +126,16 @@ pub fn decide(
         VolumeType::Aoe => Ok(Scenario::Aoe),
         VolumeType::Http => Ok(Scenario::HttpSan),
         VolumeType::Nfs => unreachable_nfs(),
+        VolumeType::Other(ref other) => fail(unknown_type(&boot_target.volume_id, other)),
     }
+}
+
+/// Why a boot volume of a type no scenario boots is refused (stored, as Ironic stores any type;
+/// refused by validation and deploy).
+fn unknown_type(volume_id: &str, volume_type: &str) -> String {
+    format!(
+        "boot volume {volume_id} has volume_type {volume_type}, which no bootvol scenario boots (iscsi, fibre_channel, aoe, http or nfs)"
+    )
 }
 
 fn unreachable_nfs() -> Result<Scenario, ScenarioError> {
@@ -134,6 +147,7 @@ fn decide_hba(
     record: &NodeRecord,
     caps: &NodeCapabilities,
     boot_target: Option<&VolumeTarget>,
+    storage: StorageInterfaceName,
 ) -> Result<Scenario, ScenarioError> {
     let Some(target) = boot_target else {
         return fail(
@@ -147,9 +161,13 @@ fn decide_hba(
             ));
         }
     }
-    match target.volume_type {
-        VolumeType::FibreChannel => require_wwpn(record)?,
-        VolumeType::Iscsi => require_one_iqn(record)?,
+    // The node's own HBA attaches the volume: only Cinder needs an initiator to send with its
+    // attach; with `external` storage the LUN is zoned (or the target set up) by others.
+    let cinder = storage == StorageInterfaceName::Cinder;
+    match &target.volume_type {
+        VolumeType::FibreChannel if cinder => require_wwpn(record)?,
+        VolumeType::Iscsi if cinder => require_one_iqn(record)?,
+        VolumeType::FibreChannel | VolumeType::Iscsi => {}
         other => {
             return fail(format!(
                 "boot volume {} is {other}; an HBA boots only fibre_channel or iscsi volumes",
@@ -169,9 +187,9 @@ fn decide_hba(
         }
     };
     if force_deployment {
-        let tag = volume_deploy_tag(target.volume_type);
+        let tag = volume_deploy_tag(&target.volume_type);
         let interface = record.node.deploy_interface;
-        if !check_capability(deploy_interface_tags(interface), tag) {
+        if !check_capability(deploy_interface_tags(interface), &tag) {
             return fail(format!(
                 "instance_info.force_deployment is true but deploy interface {interface} does not declare {tag}"
             ));
@@ -205,7 +223,7 @@ fn decide_nfs(
         }
         _ => {}
     }
-    require_boot_tag(record, VolumeType::Nfs)?;
+    require_boot_tag(record, &VolumeType::Nfs)?;
     for field in ["kernel", "ramdisk"] {
         if record.node.instance_info.get(field).and_then(Value::as_str).is_none_or(str::is_empty) {
             return fail(format!(
@@ -217,8 +235,8 @@ fn decide_nfs(
 }
 
 fn require_flag(caps: &NodeCapabilities, target: &VolumeTarget) -> Result<(), ScenarioError> {
-    let flag = NodeCapabilities::boot_flag_for(target.volume_type);
-    if caps.flag(flag) {
+    let flag = NodeCapabilities::boot_flag_for(&target.volume_type);
+    if caps.flag(&flag) {
         Ok(())
     } else {
         fail(format!(
@@ -228,10 +246,10 @@ fn require_flag(caps: &NodeCapabilities, target: &VolumeTarget) -> Result<(), Sc
     }
 }
 
-fn require_boot_tag(record: &NodeRecord, volume_type: VolumeType) -> Result<(), ScenarioError> {
+fn require_boot_tag(record: &NodeRecord, volume_type: &VolumeType) -> Result<(), ScenarioError> {
     let tag = volume_boot_tag(volume_type);
     let interface = record.node.boot_interface;
-    if check_capability(boot_interface_tags(interface), tag) {
+    if check_capability(boot_interface_tags(interface), &tag) {
         Ok(())
     } else {
         fail(format!("boot interface {interface} does not declare {tag}; use boot_interface ipxe"))

@@ -330,7 +330,7 @@ pub(super) async fn callback(
 
 impl Conductor {
     /// A failed image deployment: detach the volumes, power off, `deploy failed`.
-    async fn fail_deployment(
+    pub(super) async fn fail_deployment(
         &self,
         record: &mut NodeRecord,
         message: String,

@@ -376,6 +376,12 @@ impl Conductor {
             result: result.is_ok(),
             reason: result.err(),
         };
+        if record.node.driver == Driver::FakeHardware {
+            // Ironic's test hardware type: every interface fake, no boot volume needed.
+            return ValidationReport(
+                ["boot", "deploy", "power", "storage"].map(|i| check(i, Ok(()))).into(),
+            );
+        }
         let scenario =
             decide(record, self.config.default.default_storage_interface).map_err(|e| e.0);
         let boot = match &scenario {
@@ -406,9 +412,16 @@ impl Conductor {
             .for_node(record)
             .and_then(|s| s.validate(record))
             .map_err(|e| e.to_string());
+        let writes_image = matches!(scenario, Ok(Scenario::Hba { force_deployment: true }));
+        let mut deploy = check("deploy", deploy);
+        if deploy.result && !writes_image && record.node.instance_info.contains_key("configdrive") {
+            deploy.reason = Some(
+                "instance_info.configdrive is stored but will not be written: this node's scenario writes no image (only scenario 4, an HBA volume deployment, does)".into(),
+            );
+        }
         ValidationReport(vec![
             check("boot", boot),
-            check("deploy", deploy),
+            deploy,
             check("power", power),
             check("storage", storage),
         ])
@@ -444,11 +457,40 @@ impl Conductor {
             json!({"action": verb.to_string(), "previous_state": previous}),
         )
         .await;
+        let fake = record.node.driver == Driver::FakeHardware;
+        let mut note = None;
         let outcome = match verb {
             Verb::Manage | Verb::Provide => Ok(()),
+            Verb::Abort => {
+                self.fail_deployment(&mut record, "deployment aborted by the operator".into())
+                    .await?;
+                return Ok(record);
+            }
+            // Ironic's fake-hardware: every interface fake, nothing touched.
+            Verb::Deploy | Verb::Rebuild | Verb::Adopt if fake => {
+                record.node.power_state = Some(PowerState::On);
+                Ok(())
+            }
+            Verb::Undeploy if fake => {
+                record.node.power_state = Some(PowerState::Off);
+                record.node.instance_uuid = None;
+                Ok(())
+            }
             Verb::Deploy => self.deploy(&mut record).await,
+            Verb::Rebuild => match self.undeploy(&mut record).await {
+                Ok(()) => self.deploy(&mut record).await,
+                Err(e) => Err(e),
+            },
             Verb::Undeploy => self.undeploy(&mut record).await,
             Verb::Adopt => self.adopt(&mut record).await,
+            Verb::Inspect | Verb::Clean if !fake => {
+                note = Some(format!(
+                    "{verb}: nothing to do on a boot-from-volume node: its disks are volumes, which are Cinder's (or their owner's) to inspect and erase"
+                ));
+                Ok(())
+            }
+            Verb::Inspect | Verb::Clean => Ok(()),
+            Verb::Rescue | Verb::Unrescue => Ok(()),
         };
         match outcome {
             Ok(()) => {
@@ -458,22 +500,16 @@ impl Conductor {
                 }
                 self.save(&record).await?;
                 if record.node.provision_state != ProvisionState::WaitCallBack {
-                    self.event(
-                        &record,
-                        format!("{PROVISION}.end"),
-                        "info",
-                        json!({"action": verb.to_string()}),
-                    )
-                    .await;
+                    let mut payload = json!({"action": verb.to_string()});
+                    if let (Some(note), Some(map)) = (note, payload.as_object_mut()) {
+                        map.insert("note".into(), json!(note));
+                    }
+                    self.event(&record, format!("{PROVISION}.end"), "info", payload).await;
                 }
                 Ok(record)
             }
             Err(message) => {
-                record.node.provision_state = match verb {
-                    Verb::Deploy => ProvisionState::DeployFailed,
-                    Verb::Undeploy => ProvisionState::Error,
-                    _ => previous,
-                };
+                record.node.provision_state = plan.failed;
                 record.node.target_provision_state = None;
                 record.node.last_error = Some(message.clone());
                 self.save(&record).await?;
@@ -631,6 +667,8 @@ impl Conductor {
             record.node.driver_internal_info.remove(key);
         }
         record.node.instance_info.remove("boot_option");
+        // Nova's association ends with the deployment, as in Ironic's tear-down.
+        record.node.instance_uuid = None;
         Ok(())
     }
 
@@ -708,13 +746,7 @@ impl Conductor {
             let uuid = uuid.clone();
             move |db| db.has_live_attachments(&uuid)
         });
-        let result = if matches!(
-            record.node.provision_state,
-            ProvisionState::Active
-                | ProvisionState::Deploying
-                | ProvisionState::WaitCallBack
-                | ProvisionState::Deleting
-        ) {
+        let result = if !states::deletable(record.node.provision_state) {
             Err(ConductorError::Refused(format!(
                 "node {} is {}: undeploy it first",
                 record.node.name, record.node.provision_state
@@ -775,6 +807,26 @@ impl Conductor {
                 record.node.provision_state = ProvisionState::Error;
                 "undeploy"
             }
+            ProvisionState::Cleaning => {
+                record.node.provision_state = ProvisionState::CleanFailed;
+                "cleaning"
+            }
+            ProvisionState::Inspecting => {
+                record.node.provision_state = ProvisionState::InspectFailed;
+                "inspection"
+            }
+            ProvisionState::Adopting => {
+                record.node.provision_state = ProvisionState::AdoptFailed;
+                "adoption"
+            }
+            ProvisionState::Rescuing => {
+                record.node.provision_state = ProvisionState::RescueFailed;
+                "rescue"
+            }
+            ProvisionState::Unrescuing => {
+                record.node.provision_state = ProvisionState::UnrescueFailed;
+                "unrescue"
+            }
             _ => "power action",
         };
         record.node.target_provision_state = None;
@@ -797,9 +849,9 @@ impl Conductor {
     pub async fn sync_power_states(&self) -> Result<Vec<String>, ConductorError> {
         let records = self.db.run(|db| db.node_records_with_bmc()).await?;
         let mut corrected = Vec::new();
-        for record in
-            records.into_iter().filter(|r| r.node.driver != Driver::Fake && !r.node.maintenance)
-        {
+        for record in records.into_iter().filter(|r| {
+            !matches!(r.node.driver, Driver::Fake | Driver::FakeHardware) && !r.node.maintenance
+        }) {
             let Ok(lock) = self.lock(&record, "power sync").await else { continue };
             // Read again under the lock: an action may have ended since the list was read.
             let Ok(Some(mut record)) = self
@@ -907,7 +959,15 @@ impl Conductor {
 /// Whether a node shows an action in flight (which, without a live lock holder, a crash cut
 /// short).
 /// The provision states an action passes through, which a crash can leave a node in.
-const INTERRUPTIBLE: &[ProvisionState] = &[ProvisionState::Deploying, ProvisionState::Deleting];
+const INTERRUPTIBLE: &[ProvisionState] = &[
+    ProvisionState::Deploying,
+    ProvisionState::Deleting,
+    ProvisionState::Cleaning,
+    ProvisionState::Inspecting,
+    ProvisionState::Adopting,
+    ProvisionState::Rescuing,
+    ProvisionState::Unrescuing,
+];
 
 fn stuck(record: &NodeRecord) -> bool {
     INTERRUPTIBLE.contains(&record.node.provision_state) || record.node.target_power_state.is_some()

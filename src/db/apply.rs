@@ -152,6 +152,14 @@ fn upsert_node(
     };
     let node = &record.node;
     spec.storage_interface = spec.storage_interface.or(node.storage_interface);
+    // Fields a file does not give keep what the API set.
+    spec.instance_uuid = spec.instance_uuid.take().or_else(|| node.instance_uuid.clone());
+    spec.resource_class = spec.resource_class.take().or_else(|| node.resource_class.clone());
+    for kind in crate::model::hardware::Interfaces::KINDS {
+        if spec.interfaces.get(*kind).is_none() {
+            spec.interfaces.set(*kind, node.interfaces.get(*kind).map(str::to_owned));
+        }
+    }
     spec.maintenance = Some(spec.maintenance.unwrap_or(node.maintenance));
     spec.provision_state = Some(spec.provision_state.unwrap_or(node.provision_state));
     let changed = spec.differs_from(node);

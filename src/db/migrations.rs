@@ -173,6 +173,47 @@ ALTER TABLE events ADD COLUMN repeats INTEGER NOT NULL DEFAULT 1;
 ALTER TABLE events ADD COLUMN last_seen_at TEXT;
 "#,
         ),
+        // Issue 15, Ironic's node fields up to API 1.38: the instance a node is associated
+        // with (unique when set), its resource class, the hardware interfaces beyond boot,
+        // deploy and storage (NULL: the hardware type's default), and when the provision state
+        // last changed.
+        M::up(
+            r#"
+ALTER TABLE nodes ADD COLUMN instance_uuid TEXT;
+CREATE UNIQUE INDEX nodes_instance_uuid ON nodes(instance_uuid);
+ALTER TABLE nodes ADD COLUMN resource_class TEXT;
+ALTER TABLE nodes ADD COLUMN console_interface TEXT;
+ALTER TABLE nodes ADD COLUMN inspect_interface TEXT;
+ALTER TABLE nodes ADD COLUMN management_interface TEXT;
+ALTER TABLE nodes ADD COLUMN network_interface TEXT;
+ALTER TABLE nodes ADD COLUMN power_interface TEXT;
+ALTER TABLE nodes ADD COLUMN raid_interface TEXT;
+ALTER TABLE nodes ADD COLUMN rescue_interface TEXT;
+ALTER TABLE nodes ADD COLUMN vendor_interface TEXT;
+ALTER TABLE nodes ADD COLUMN provision_updated_at TEXT;
+"#,
+        ),
+        // Issue 15, Ironic's port fields up to 1.38: PXE flag, switch connection, physical
+        // network, and internal_info (where a VIF is recorded: tenant_vif_port_id).
+        M::up(
+            r#"
+ALTER TABLE ports ADD COLUMN pxe_enabled INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE ports ADD COLUMN local_link_connection TEXT NOT NULL DEFAULT '{}';
+ALTER TABLE ports ADD COLUMN physical_network TEXT;
+ALTER TABLE ports ADD COLUMN internal_info TEXT NOT NULL DEFAULT '{}';
+"#,
+        ),
+        // Issue 15, node traits (API 1.37): one row per node and trait.
+        M::up(
+            r#"
+CREATE TABLE node_traits (
+    node_id INTEGER NOT NULL REFERENCES nodes(id) ON DELETE CASCADE,
+    trait TEXT NOT NULL,
+    created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now')),
+    PRIMARY KEY (node_id, trait)
+) STRICT;
+"#,
+        ),
     ])
 }
 

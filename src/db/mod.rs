@@ -154,6 +154,23 @@ mod tests {
     }
 
     #[test]
+    fn ironic_fields_arrive_by_their_own_steps_with_ironics_defaults() {
+        let port = "INSERT INTO ports (uuid, node_id, address) VALUES \
+            ('44444444-4444-4444-8444-0000000000a1', 1, '52:54:00:00:00:01')";
+        let (dir, db) = opened_from_step("migration-9", 6, &[STEP_1_NODE, port]);
+        let record = db.node_record("old").unwrap().unwrap();
+        assert_eq!(record.node.instance_uuid, None);
+        assert_eq!(record.node.interfaces, Default::default(), "the hardware type's defaults");
+        assert!(record.traits.is_empty());
+        assert!(record.ports[0].more.pxe_enabled);
+        assert!(record.ports[0].more.internal_info.is_empty());
+        assert!(db.set_traits(&record.node.uuid, &["CUSTOM_A".to_owned()]).unwrap());
+        assert_eq!(db.node_record("old").unwrap().unwrap().traits, ["CUSTOM_A"]);
+        drop(db);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn sync_status_arrives_by_its_own_step_on_a_version_4_database() {
         let (dir, db) = opened_from_step("migration-5", 4, STEP_4_ROWS);
         assert_eq!(db.sync_status().unwrap(), None, "no pass recorded yet");

@@ -117,6 +117,7 @@ impl Db {
                 ports: Vec::new(),
                 volume_connectors: Vec::new(),
                 volume_targets: Vec::new(),
+                traits: Vec::new(),
             })
             .collect();
         // One node: its children by indexed lookups. A page: the children of its name range.
@@ -134,6 +135,11 @@ impl Db {
         attach(&mut records, &at, self.ports_of(&which)?, |r| &mut r.ports);
         attach(&mut records, &at, self.connectors_of(&which)?, |r| &mut r.volume_connectors);
         attach(&mut records, &at, self.targets_of(&which)?, |r| &mut r.volume_targets);
+        for (node_uuid, name) in self.node_traits(&which)? {
+            if let Some(&i) = at.get(&node_uuid) {
+                records[i].traits.push(name);
+            }
+        }
         Ok(records)
     }
 }

@@ -8,21 +8,29 @@ use rusqlite::{Connection, OptionalExtension, Params, Row, params};
 
 use super::nodes::ChildRows;
 use super::{Db, DbError};
+use crate::model::hardware::Interfaces;
 use crate::model::{
-    Child, ChildKind, JsonMap, Node, Port, Stamped, ValueError, VolumeConnector, VolumeTarget,
+    Child, ChildKind, JsonMap, Node, Port, PortFields, Stamped, ValueError, VolumeConnector,
+    VolumeTarget,
 };
 
 /// The node columns [`node_from_row`] reads, in order.
 pub(super) const NODE_COLUMNS: &str = "id, uuid, name, driver, driver_info, properties, instance_info, driver_internal_info, \
     extra, storage_interface, boot_interface, deploy_interface, power_state, target_power_state, provision_state, \
-    target_provision_state, maintenance, maintenance_reason, last_error, created_at, updated_at";
+    target_provision_state, maintenance, maintenance_reason, last_error, created_at, updated_at, \
+    instance_uuid, resource_class, console_interface, inspect_interface, management_interface, \
+    network_interface, power_interface, raid_interface, rescue_interface, vendor_interface, \
+    provision_updated_at, \
+    (SELECT l.instance_id FROM node_locks l WHERE l.node_uuid = nodes.uuid \
+     AND l.lease_expires_at > CAST(strftime('%s', 'now') AS INTEGER)) AS reservation";
 
 /// Child rows with their node and timestamps.
 type Rows<T> = Result<Vec<Stamped<T>>, DbError>;
 
 // Each child SELECT starts with the node's UUID and the row's UUID and timestamps (see
 // `stamped`), then the kind's own columns.
-const PORT_SELECT: &str = "SELECT n.uuid, c.uuid, c.created_at, c.updated_at, c.address, c.extra \
+const PORT_SELECT: &str = "SELECT n.uuid, c.uuid, c.created_at, c.updated_at, c.address, c.extra, \
+    c.pxe_enabled, c.local_link_connection, c.physical_network, c.internal_info \
     FROM ports c JOIN nodes n ON n.id = c.node_id";
 const CONNECTOR_SELECT: &str = "SELECT n.uuid, c.uuid, c.created_at, c.updated_at, c.type, c.connector_id, c.extra \
     FROM volume_connectors c JOIN nodes n ON n.id = c.node_id";
@@ -30,6 +38,33 @@ const TARGET_SELECT: &str = "SELECT n.uuid, c.uuid, c.created_at, c.updated_at, 
     c.properties, c.extra FROM volume_targets c JOIN nodes n ON n.id = c.node_id";
 
 impl Db {
+    /// The traits of every node (or of one node), as (node UUID, trait), sorted.
+    pub(super) fn node_traits(&self, which: &ChildRows) -> Result<Vec<(String, String)>, DbError> {
+        let select = "SELECT n.uuid, t.trait FROM node_traits t JOIN nodes n ON n.id = t.node_id";
+        let pair =
+            |r: &Row<'_>| -> rusqlite::Result<(String, String)> { Ok((r.get(0)?, r.get(1)?)) };
+        let rows = match which {
+            ChildRows::All => {
+                let mut statement =
+                    self.conn.prepare_cached(&format!("{select} ORDER BY n.uuid, t.trait"))?;
+                statement.query_map([], pair)?.collect::<Result<Vec<_>, _>>()?
+            }
+            ChildRows::Node(uuid) => {
+                let mut statement = self
+                    .conn
+                    .prepare_cached(&format!("{select} WHERE n.uuid = ?1 ORDER BY t.trait"))?;
+                statement.query_map(params![uuid], pair)?.collect::<Result<Vec<_>, _>>()?
+            }
+            ChildRows::NameRange(after, last) => {
+                let mut statement = self.conn.prepare_cached(&format!(
+                    "{select} WHERE n.name > ?1 AND n.name <= ?2 ORDER BY n.uuid, t.trait"
+                ))?;
+                statement.query_map(params![after, last], pair)?.collect::<Result<Vec<_>, _>>()?
+            }
+        };
+        Ok(rows)
+    }
+
     /// Every port (or the ports of one node), by address.
     pub fn stamped_ports(&self, node_uuid: Option<&str>) -> Rows<Port> {
         self.ports_of(&node_uuid.map_or(ChildRows::All, |u| ChildRows::Node(u.to_owned())))
@@ -137,6 +172,12 @@ fn port_from_row(row: &Row<'_>) -> Result<Stamped<Port>, DbError> {
     let port = Port {
         address: parse("ports", &uuid, &row.get::<_, String>(4)?)?,
         extra: json_map("ports", &uuid, &row.get::<_, String>(5)?)?,
+        more: PortFields {
+            pxe_enabled: row.get::<_, i64>(6)? != 0,
+            local_link_connection: json_map("ports", &uuid, &row.get::<_, String>(7)?)?,
+            physical_network: row.get(8)?,
+            internal_info: json_map("ports", &uuid, &row.get::<_, String>(9)?)?,
+        },
         uuid,
     };
     stamped(row, port)
@@ -195,6 +236,20 @@ pub(super) fn node_from_row(row: &Row<'_>) -> Result<(i64, Node), DbError> {
         last_error: optional(18)?,
         created_at: optional(19)?,
         updated_at: optional(20)?,
+        instance_uuid: optional(21)?,
+        resource_class: optional(22)?,
+        interfaces: Interfaces {
+            console: optional(23)?,
+            inspect: optional(24)?,
+            management: optional(25)?,
+            network: optional(26)?,
+            power: optional(27)?,
+            raid: optional(28)?,
+            rescue: optional(29)?,
+            vendor: optional(30)?,
+        },
+        provision_updated_at: optional(31)?,
+        reservation: row.get::<_, Option<String>>(32)?.filter(|r| !r.is_empty()),
         uuid,
     };
     Ok((row.get(0)?, node))

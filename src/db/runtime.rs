@@ -9,14 +9,18 @@ use crate::model::{Node, PowerState, ProvisionState};
 
 impl Db {
     /// Saves what actions change: provision and power states (and targets), `last_error`,
-    /// `instance_info` and `driver_internal_info`. Identity, interfaces, `driver_info` and
+    /// `instance_info`, `driver_internal_info` and `instance_uuid` (undeploy clears it); the
+    /// time of a provision state change. Identity, interfaces, `driver_info` and
     /// `maintenance` (the operator's: [`Db::set_maintenance`], inventories) are not touched, so
     /// an action that ends after the operator set maintenance does not clear it.
     pub fn save_node_runtime(&self, node: &Node) -> Result<(), DbError> {
         self.conn.execute(
-            "UPDATE nodes SET provision_state = ?2, target_provision_state = ?3, power_state = ?4, \
+            "UPDATE nodes SET provision_updated_at = CASE WHEN provision_state = ?2 \
+             THEN provision_updated_at ELSE strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now') END, \
+             provision_state = ?2, target_provision_state = ?3, power_state = ?4, \
              target_power_state = ?5, last_error = ?6, instance_info = ?7, \
-             driver_internal_info = ?8, updated_at = strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now') WHERE uuid = ?1",
+             driver_internal_info = ?8, instance_uuid = ?9, \
+             updated_at = strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now') WHERE uuid = ?1",
             params![
                 node.uuid,
                 node.provision_state.as_str(),
@@ -26,6 +30,7 @@ impl Db {
                 node.last_error,
                 Value::Object(node.instance_info.clone()).to_string(),
                 Value::Object(node.driver_internal_info.clone()).to_string(),
+                node.instance_uuid,
             ],
         )?;
         Ok(())

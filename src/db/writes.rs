@@ -53,8 +53,11 @@ fn text(s: &str) -> SqlValue {
 
 /// The operator's columns of a node, as `?4`.. of [`insert_node`] and [`update_node`]: name,
 /// driver, driver_info, properties, instance_info, extra, storage_interface, boot_interface,
-/// deploy_interface.
-fn node_values(spec: &NodeSpec) -> [SqlValue; 9] {
+/// deploy_interface, instance_uuid, resource_class, then the other interfaces (console,
+/// inspect, management, network, power, raid, rescue, vendor).
+fn node_values(spec: &NodeSpec) -> [SqlValue; 19] {
+    let optional = |v: &Option<String>| v.as_deref().map_or(SqlValue::Null, text);
+    let i = &spec.interfaces;
     [
         text(&spec.name),
         text(spec.driver.as_str()),
@@ -65,6 +68,16 @@ fn node_values(spec: &NodeSpec) -> [SqlValue; 9] {
         spec.storage_interface.map_or(SqlValue::Null, |s| text(s.as_str())),
         text(spec.boot_interface.as_str()),
         text(spec.deploy_interface.as_str()),
+        optional(&spec.instance_uuid),
+        optional(&spec.resource_class),
+        optional(&i.console),
+        optional(&i.inspect),
+        optional(&i.management),
+        optional(&i.network),
+        optional(&i.power),
+        optional(&i.raid),
+        optional(&i.rescue),
+        optional(&i.vendor),
     ]
 }
 
@@ -91,8 +104,11 @@ pub(super) fn insert_node(
 ) -> rusqlite::Result<i64> {
     conn.execute(
         "INSERT INTO nodes (uuid, provision_state, maintenance, name, driver, driver_info, properties, \
-         instance_info, extra, storage_interface, boot_interface, deploy_interface) \
-         VALUES (?1, ?2, COALESCE(?3, 0), ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+         instance_info, extra, storage_interface, boot_interface, deploy_interface, instance_uuid, \
+         resource_class, console_interface, inspect_interface, management_interface, network_interface, \
+         power_interface, raid_interface, rescue_interface, vendor_interface, provision_updated_at) \
+         VALUES (?1, ?2, COALESCE(?3, 0), ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, \
+         ?17, ?18, ?19, ?20, ?21, ?22, strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now'))",
         node_params(uuid, Some(provision_state), spec),
     )?;
     Ok(conn.last_insert_rowid())
@@ -109,8 +125,10 @@ pub(super) fn update_node(
     conn.execute(
         "UPDATE nodes SET provision_state = COALESCE(?2, provision_state), maintenance = COALESCE(?3, maintenance), \
          name = ?4, driver = ?5, driver_info = ?6, properties = ?7, instance_info = ?8, extra = ?9, \
-         storage_interface = ?10, boot_interface = ?11, deploy_interface = ?12, \
-         updated_at = strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now') WHERE uuid = ?1",
+         storage_interface = ?10, boot_interface = ?11, deploy_interface = ?12, instance_uuid = ?13, \
+         resource_class = ?14, console_interface = ?15, inspect_interface = ?16, management_interface = ?17, \
+         network_interface = ?18, power_interface = ?19, raid_interface = ?20, rescue_interface = ?21, \
+         vendor_interface = ?22, updated_at = strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now') WHERE uuid = ?1",
         node_params(uuid, provision_state, spec),
     )
 }
@@ -130,7 +148,13 @@ pub(super) fn name_holder(conn: &Connection, name: &str) -> rusqlite::Result<Opt
 /// A child's own columns, as `?3`.. of its INSERT and UPDATE (see [`child_statements`]).
 fn child_values(spec: &ChildSpec) -> Vec<SqlValue> {
     match spec {
-        ChildSpec::Port(p) => vec![text(&p.address.to_string()), to_json(&p.extra)],
+        ChildSpec::Port(p) => vec![
+            text(&p.address.to_string()),
+            to_json(&p.extra),
+            SqlValue::Integer(i64::from(p.pxe_enabled)),
+            to_json(&p.local_link_connection),
+            p.physical_network.as_deref().map_or(SqlValue::Null, text),
+        ],
         ChildSpec::Connector(c) => {
             vec![text(c.connector_type.as_str()), text(&c.connector_id), to_json(&c.extra)]
         }
@@ -149,8 +173,10 @@ fn child_values(spec: &ChildSpec) -> Vec<SqlValue> {
 fn child_statements(kind: ChildKind) -> (&'static str, &'static str) {
     match kind {
         ChildKind::Port => (
-            "INSERT INTO ports (uuid, node_id, address, extra) VALUES (?1, ?2, ?3, ?4)",
-            "UPDATE ports SET node_id = ?2, address = ?3, extra = ?4, \
+            "INSERT INTO ports (uuid, node_id, address, extra, pxe_enabled, local_link_connection, \
+             physical_network) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            "UPDATE ports SET node_id = ?2, address = ?3, extra = ?4, pxe_enabled = ?5, \
+             local_link_connection = ?6, physical_network = ?7, \
              updated_at = strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now') WHERE uuid = ?1",
         ),
         ChildKind::Connector => (
@@ -273,6 +299,7 @@ impl Db {
         if node_id(&tx, uuid)?.is_some() {
             return Err(WriteError::Conflict(format!("A node with UUID {uuid} already exists.")));
         }
+        instance_free(&tx, spec, uuid)?;
         insert_node(&tx, uuid, spec, provision_state)?;
         tx.commit()?;
         Ok(())
@@ -285,6 +312,7 @@ impl Db {
         if let Some(owner) = name_holder(&tx, &spec.name)?.filter(|owner| owner != uuid) {
             return Err(name_taken(spec, &owner));
         }
+        instance_free(&tx, spec, uuid)?;
         if update_node(&tx, uuid, spec, None)? == 0 {
             return Err(WriteError::NotFound(format!("node {uuid} could not be found")));
         }
@@ -332,6 +360,70 @@ impl Db {
     /// Deletes a port, connector or target by UUID; false when there was none.
     pub fn delete_child(&self, kind: ChildKind, uuid: &str) -> Result<bool, DbError> {
         Ok(delete_child(&self.conn, kind, uuid)? > 0)
+    }
+}
+
+/// Refuses an `instance_uuid` another node holds (Ironic's `InstanceAssociated`).
+pub(super) fn instance_free(
+    conn: &Connection,
+    spec: &NodeSpec,
+    node_uuid: &str,
+) -> Result<(), WriteError> {
+    let Some(instance) = &spec.instance_uuid else { return Ok(()) };
+    let holder: Option<String> = conn
+        .query_row(
+            "SELECT uuid FROM nodes WHERE instance_uuid = ?1 AND uuid != ?2",
+            params![instance, node_uuid],
+            |r| r.get(0),
+        )
+        .optional()?;
+    match holder {
+        None => Ok(()),
+        Some(_) => Err(WriteError::Conflict(format!(
+            "Instance {instance} is already associated with a node, it cannot be associated with this other node {node_uuid}"
+        ))),
+    }
+}
+
+impl Db {
+    /// Replaces a node's traits with `traits` (already checked); false when there is no such
+    /// node.
+    pub fn set_traits(&self, node_uuid: &str, traits: &[String]) -> Result<bool, DbError> {
+        let tx = self.conn.unchecked_transaction()?;
+        let Some(id) = node_id(&tx, node_uuid)? else { return Ok(false) };
+        tx.execute("DELETE FROM node_traits WHERE node_id = ?1", params![id])?;
+        for name in traits {
+            tx.execute(
+                "INSERT INTO node_traits (node_id, trait) VALUES (?1, ?2)",
+                params![id, name],
+            )?;
+        }
+        tx.execute(
+            "UPDATE nodes SET updated_at = strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now') WHERE id = ?1",
+            params![id],
+        )?;
+        tx.commit()?;
+        Ok(true)
+    }
+
+    /// Writes a node's `instance_info` alone (the config drive of a deploy request).
+    pub fn set_instance_info(&self, node_uuid: &str, info: &JsonMap) -> Result<(), DbError> {
+        self.conn.execute(
+            "UPDATE nodes SET instance_info = ?2, \
+             updated_at = strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now') WHERE uuid = ?1",
+            params![node_uuid, serde_json::Value::Object(info.clone()).to_string()],
+        )?;
+        Ok(())
+    }
+
+    /// Writes a port's `internal_info` (the flat network interface's VIF record); false when
+    /// there is no such port.
+    pub fn set_port_internal_info(&self, port_uuid: &str, info: &JsonMap) -> Result<bool, DbError> {
+        Ok(self.conn.execute(
+            "UPDATE ports SET internal_info = ?2, \
+             updated_at = strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now') WHERE uuid = ?1",
+            params![port_uuid, serde_json::Value::Object(info.clone()).to_string()],
+        )? > 0)
     }
 }
 

@@ -46,14 +46,8 @@ impl NodeCapabilities {
     }
 
     /// The `<kind>_boot` capability a volume type needs (`iscsi_boot` for `iscsi`...).
-    pub fn boot_flag_for(volume_type: VolumeType) -> &'static str {
-        match volume_type {
-            VolumeType::Iscsi => "iscsi_boot",
-            VolumeType::FibreChannel => "fibre_channel_boot",
-            VolumeType::Aoe => "aoe_boot",
-            VolumeType::Nfs => "nfs_boot",
-            VolumeType::Http => "http_boot",
-        }
+    pub fn boot_flag_for(volume_type: &VolumeType) -> String {
+        format!("{volume_type}_boot")
     }
 }
 
@@ -93,25 +87,13 @@ pub fn check_capability(tags: &[&str], tag: &str) -> bool {
 }
 
 /// The tag a boot interface needs to boot a volume type: `<type>_volume_boot`.
-pub fn volume_boot_tag(volume_type: VolumeType) -> &'static str {
-    match volume_type {
-        VolumeType::Iscsi => "iscsi_volume_boot",
-        VolumeType::FibreChannel => "fibre_channel_volume_boot",
-        VolumeType::Aoe => "aoe_volume_boot",
-        VolumeType::Nfs => "nfs_volume_boot",
-        VolumeType::Http => "http_volume_boot",
-    }
+pub fn volume_boot_tag(volume_type: &VolumeType) -> String {
+    format!("{volume_type}_volume_boot")
 }
 
 /// The tag a deploy interface needs to write an image onto a volume type: `<type>_volume_deploy`.
-pub fn volume_deploy_tag(volume_type: VolumeType) -> &'static str {
-    match volume_type {
-        VolumeType::Iscsi => "iscsi_volume_deploy",
-        VolumeType::FibreChannel => "fibre_channel_volume_deploy",
-        VolumeType::Aoe => "aoe_volume_deploy",
-        VolumeType::Nfs => "nfs_volume_deploy",
-        VolumeType::Http => "http_volume_deploy",
-    }
+pub fn volume_deploy_tag(volume_type: &VolumeType) -> String {
+    format!("{volume_type}_volume_deploy")
 }
 
 /// Capability tags each boot interface declares.

@@ -93,7 +93,14 @@ impl ChildKind {
     /// The fields a client sets (create) or patches.
     pub fn writable_fields(self) -> &'static [&'static str] {
         match self {
-            ChildKind::Port => &["address", "node_uuid", "extra"],
+            ChildKind::Port => &[
+                "address",
+                "node_uuid",
+                "extra",
+                "pxe_enabled",
+                "local_link_connection",
+                "physical_network",
+            ],
             ChildKind::Connector => &["type", "connector_id", "node_uuid", "extra"],
             ChildKind::Target => {
                 &["volume_type", "boot_index", "volume_id", "properties", "node_uuid", "extra"]

@@ -7,6 +7,8 @@
 pub mod capabilities;
 mod checks;
 mod child;
+pub mod hardware;
+pub mod traits;
 mod values;
 
 use std::fmt;
@@ -66,8 +68,10 @@ macro_rules! string_enum {
 }
 
 string_enum!(
-    /// The hardware type, which picks the power driver.
-    Driver, "driver" { Fake => "fake", Redfish => "redfish", Ipmi => "ipmi" }
+    /// The hardware type, which picks the power driver. `fake` is bootvol's own (fake power, real
+    /// iPXE boot from the volume); `fake-hardware` is Ironic's test type (every interface `fake`
+    /// or `noop`: nothing is touched).
+    Driver, "driver" { Fake => "fake", FakeHardware => "fake-hardware", Redfish => "redfish", Ipmi => "ipmi" }
 );
 
 string_enum!(
@@ -91,7 +95,8 @@ string_enum!(
 );
 
 string_enum!(
-    /// The subset of Ironic's provision states a boot-from-volume appliance uses.
+    /// The subset of Ironic's provision states (up to API 1.38) a boot-from-volume appliance
+    /// uses: no `verifying`, `clean wait`, `inspect wait` or `rescue wait` (those steps end at once).
     ProvisionState, "provision state" {
         Enroll => "enroll",
         Manageable => "manageable",
@@ -102,6 +107,17 @@ string_enum!(
         Deleting => "deleting",
         DeployFailed => "deploy failed",
         Error => "error",
+        Cleaning => "cleaning",
+        CleanFailed => "clean failed",
+        Inspecting => "inspecting",
+        InspectFailed => "inspect failed",
+        Adopting => "adopting",
+        AdoptFailed => "adopt failed",
+        Rescuing => "rescuing",
+        Rescue => "rescue",
+        RescueFailed => "rescue failed",
+        Unrescuing => "unrescuing",
+        UnrescueFailed => "unrescue failed",
     }
 );
 
@@ -112,12 +128,88 @@ string_enum!(
     }
 );
 
-string_enum!(
-    /// Volume target types: Cinder's `driver_volume_type` names plus AoE and HTTP SAN.
-    VolumeType, "volume type" {
-        Iscsi => "iscsi", FibreChannel => "fibre_channel", Aoe => "aoe", Nfs => "nfs", Http => "http",
+/// A volume target's type: Cinder's `driver_volume_type` names plus AoE and HTTP SAN, which
+/// bootvol's scenarios boot, or any other short token, stored as Ironic stores it (`validate`
+/// and deploy refuse a type no scenario boots).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum VolumeType {
+    Iscsi,
+    FibreChannel,
+    Aoe,
+    Nfs,
+    Http,
+    /// Any other token (no whitespace, at most 64 characters, Ironic's column width).
+    Other(String),
+}
+
+impl VolumeType {
+    /// The types bootvol boots.
+    pub const ALL: &'static [VolumeType] = &[
+        VolumeType::Iscsi,
+        VolumeType::FibreChannel,
+        VolumeType::Aoe,
+        VolumeType::Nfs,
+        VolumeType::Http,
+    ];
+
+    pub fn as_str(&self) -> &str {
+        match self {
+            VolumeType::Iscsi => "iscsi",
+            VolumeType::FibreChannel => "fibre_channel",
+            VolumeType::Aoe => "aoe",
+            VolumeType::Nfs => "nfs",
+            VolumeType::Http => "http",
+            VolumeType::Other(text) => text,
+        }
     }
-);
+
+    /// Whether a bootvol scenario boots this type.
+    pub fn is_known(&self) -> bool {
+        !matches!(self, VolumeType::Other(_))
+    }
+}
+
+impl FromStr for VolumeType {
+    type Err = ValueError;
+
+    fn from_str(text: &str) -> Result<Self, ValueError> {
+        Ok(match text {
+            "iscsi" => VolumeType::Iscsi,
+            "fibre_channel" => VolumeType::FibreChannel,
+            "aoe" => VolumeType::Aoe,
+            "nfs" => VolumeType::Nfs,
+            "http" => VolumeType::Http,
+            _ if text.is_empty()
+                || text.len() > 64
+                || text.chars().any(|c| c.is_whitespace() || c.is_control()) =>
+            {
+                return Err(ValueError(format!(
+                    "{text:?} is not a volume type (a token of 1-64 characters without whitespace, e.g. iscsi, fibre_channel, aoe, nfs, http)"
+                )));
+            }
+            other => VolumeType::Other(other.to_owned()),
+        })
+    }
+}
+
+impl fmt::Display for VolumeType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for VolumeType {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for VolumeType {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse().map_err(|e: ValueError| serde::de::Error::custom(e.0))
+    }
+}
 
 /// A bare-metal node, with Ironic's field names. `Debug` masks secrets (BMC passwords...).
 #[derive(Clone, PartialEq, Serialize, Deserialize)]
@@ -134,9 +226,24 @@ pub struct Node {
     pub storage_interface: Option<StorageInterfaceName>,
     pub boot_interface: BootInterfaceName,
     pub deploy_interface: DeployInterfaceName,
+    /// The other hardware interfaces (`None`: the hardware type's default).
+    #[serde(default)]
+    pub interfaces: hardware::Interfaces,
+    /// The instance (Nova's server) the node is associated with: unique across nodes.
+    #[serde(default)]
+    pub instance_uuid: Option<String>,
+    #[serde(default)]
+    pub resource_class: Option<String>,
     pub power_state: Option<PowerState>,
     pub target_power_state: Option<PowerState>,
     pub provision_state: ProvisionState,
+    /// When the provision state last changed.
+    #[serde(default)]
+    pub provision_updated_at: Option<String>,
+    /// The instance (`db::instance_id`) whose action holds the node's lock, while its lease
+    /// runs: Ironic's `reservation` (there, the conductor's host name). Read, never written.
+    #[serde(default)]
+    pub reservation: Option<String>,
     pub target_provision_state: Option<ProvisionState>,
     pub maintenance: bool,
     pub maintenance_reason: Option<String>,
@@ -188,6 +295,41 @@ pub struct Port {
     pub uuid: String,
     pub address: MacAddr,
     pub extra: JsonMap,
+    /// Ironic's port fields beyond the address (1.18, 1.19, 1.34).
+    #[serde(default)]
+    pub more: PortFields,
+}
+
+/// A port's `pxe_enabled`, `local_link_connection`, `physical_network` and `internal_info`
+/// (where the flat network interface records a VIF: `tenant_vif_port_id`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PortFields {
+    pub pxe_enabled: bool,
+    pub local_link_connection: JsonMap,
+    pub physical_network: Option<String>,
+    pub internal_info: JsonMap,
+}
+
+impl Default for PortFields {
+    fn default() -> PortFields {
+        PortFields {
+            pxe_enabled: true,
+            local_link_connection: JsonMap::new(),
+            physical_network: None,
+            internal_info: JsonMap::new(),
+        }
+    }
+}
+
+/// The key of a port's `internal_info` that holds the VIF attached to it (Ironic's flat
+/// network interface).
+pub const TENANT_VIF: &str = "tenant_vif_port_id";
+
+impl Port {
+    /// The VIF attached to this port, if any.
+    pub fn vif(&self) -> Option<&str> {
+        self.more.internal_info.get(TENANT_VIF).and_then(Value::as_str)
+    }
 }
 
 /// The node's side of a volume connection: an initiator IQN, a WWPN, an IP...
@@ -221,6 +363,9 @@ pub struct NodeRecord {
     pub volume_connectors: Vec<VolumeConnector>,
     /// Sorted by `boot_index`.
     pub volume_targets: Vec<VolumeTarget>,
+    /// The node's traits, sorted.
+    #[serde(default)]
+    pub traits: Vec<String>,
 }
 
 impl NodeRecord {

@@ -14,6 +14,7 @@
 //! database through `SharedDb::run` and `Db`'s domain methods, whose signatures carry no
 //! `rusqlite` types. Node deletion goes through the conductor (it takes the node's lock).
 
+mod ironic;
 mod rules;
 
 use serde_json::json;

@@ -105,7 +105,7 @@ impl Default for PowerSettings {
 /// The driver for a hardware type.
 pub fn driver_for(driver: Driver, settings: &PowerSettings) -> Arc<dyn PowerDriver> {
     match driver {
-        Driver::Fake => Arc::new(fake::FakePower::new()),
+        Driver::Fake | Driver::FakeHardware => Arc::new(fake::FakePower::new()),
         Driver::Redfish => Arc::new(redfish::Redfish::new(*settings)),
         Driver::Ipmi => Arc::new(ipmi::Ipmi::new(*settings)),
     }
@@ -187,6 +187,11 @@ pub(crate) fn test_node(driver: Driver, driver_info: Value) -> Node {
         storage_interface: None,
         boot_interface: BootInterfaceName::Ipxe,
         deploy_interface: DeployInterfaceName::Direct,
+        interfaces: Default::default(),
+        instance_uuid: None,
+        resource_class: None,
+        provision_updated_at: None,
+        reservation: None,
         power_state: None,
         target_power_state: None,
         provision_state: ProvisionState::Available,

@@ -231,7 +231,7 @@ impl CinderStorage {
                 self.client.initialize_connection(volume, &connector).await?
             }
         };
-        check_driver_type(target.volume_type, &info)?;
+        check_driver_type(&target.volume_type, &info)?;
         self.set_properties(&target.uuid, info.data.clone()).await?;
         record.step = "initialized".into();
         self.save(record).await?;
@@ -656,7 +656,7 @@ impl CinderStorage {
         // rotation it differs from what the attach returned).
         let fresh =
             self.client.initialize_connection_raw(&record.volume_id, &record.connector).await?;
-        check_driver_type(target.volume_type, &fresh)?;
+        check_driver_type(&target.volume_type, &fresh)?;
         if boot_relevant(&fresh.data) == boot_relevant(&target.properties) {
             return Ok(SyncOutcome::Same);
         }
@@ -744,12 +744,12 @@ fn boot_relevant(properties: &JsonMap) -> Vec<(String, Value)> {
 }
 
 /// Volume types Cinder can attach, and the `driver_volume_type`s that match them.
-fn check_driver_type(volume_type: VolumeType, info: &ConnectionInfo) -> Result<(), StorageError> {
+fn check_driver_type(volume_type: &VolumeType, info: &ConnectionInfo) -> Result<(), StorageError> {
     let matches = match volume_type {
         VolumeType::Iscsi => matches!(info.driver_volume_type.as_str(), "iscsi" | "iser" | "iSCSI"),
         VolumeType::FibreChannel => info.driver_volume_type == "fibre_channel",
         VolumeType::Nfs => info.driver_volume_type == "nfs",
-        VolumeType::Aoe | VolumeType::Http => false,
+        VolumeType::Aoe | VolumeType::Http | VolumeType::Other(_) => false,
     };
     if matches {
         Ok(())
@@ -782,7 +782,10 @@ impl StorageInterface for CinderStorage {
     fn validate(&self, record: &NodeRecord) -> Result<(), StorageError> {
         let invalid = |m: String| Err(StorageError::Invalid(m));
         for target in &record.volume_targets {
-            if matches!(target.volume_type, VolumeType::Aoe | VolumeType::Http) {
+            if matches!(
+                target.volume_type,
+                VolumeType::Aoe | VolumeType::Http | VolumeType::Other(_)
+            ) {
                 return invalid(format!(
                     "volume target boot_index {}: Cinder cannot attach {} volumes; use storage_interface external",
                     target.boot_index, target.volume_type

@@ -13,6 +13,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::support::config_text;
 
+#[path = "api_ironic.rs"]
+mod ironic;
+
 struct Api {
     base: String,
     /// The boot HTTP listener of the same `serve`.
@@ -306,8 +309,13 @@ fn nodes_create_list_show_patch_delete() {
         assert_eq!(status, 409, "{method} {path}: {reply}");
         assert!(fault(&reply).contains("locked"), "{}", fault(&reply));
     }
+    // Ironic's `reservation`: who holds the node while an action runs, null otherwise.
+    let (_, held) = api.v("GET", "/v1/nodes/n1", None);
+    assert_eq!(held["reservation"], json!(bootvol::db::instance_id()), "{held}");
     db.unlock_node(&uuid, &me).unwrap();
-    assert_eq!(api.v("GET", "/v1/nodes/n1", None).1["extra"], json!({}));
+    let (_, free) = api.v("GET", "/v1/nodes/n1", None);
+    assert_eq!(free["extra"], json!({}));
+    assert_eq!(free["reservation"], Value::Null, "{free}");
     // Delete.
     assert_eq!(api.v("DELETE", "/v1/nodes/n4", None).0, 204);
     assert_eq!(api.v("GET", "/v1/nodes/n4", None).0, 404);
@@ -367,7 +375,7 @@ fn ports_connectors_targets_and_their_rules() {
         api.v(
             "PATCH",
             &format!("/v1/ports/{port_uuid}"),
-            Some(json!([{"op": "replace", "path": "/pxe_enabled", "value": false}]))
+            Some(json!([{"op": "replace", "path": "/internal_info", "value": {}}]))
         )
         .0,
         400

@@ -156,3 +156,29 @@ fn boot_option_helper_sets_and_returns_instance_info_boot_option() {
         "not written when the node does not validate"
     );
 }
+
+#[test]
+fn hba_scenarios_need_no_connector_with_external_storage_but_do_with_cinder() {
+    let mut v = iscsi_node();
+    v["node"]["properties"]["capabilities"] = json!("hba_boot:true");
+    v["volume_connectors"] = json!([]);
+    v["volume_targets"][0]["volume_type"] = json!("fibre_channel");
+    v["volume_targets"][0]["properties"] =
+        json!({"target_wwn": "500a0982991b8dc5", "target_lun": 1});
+    assert_eq!(
+        decided(v.clone()),
+        Ok(Scenario::Hba { force_deployment: false }),
+        "zoned by others"
+    );
+    v["node"]["storage_interface"] = json!("cinder");
+    fails_with(v, "needs at least one volume connector of type wwpn");
+}
+
+#[test]
+fn a_boot_volume_of_a_type_no_scenario_boots_is_refused_with_its_reason() {
+    let mut v = iscsi_node();
+    v["volume_targets"][0]["volume_type"] = json!("rbd");
+    fails_with(v.clone(), "has volume_type rbd, which no bootvol scenario boots");
+    v["node"]["properties"]["capabilities"] = json!("hba_boot:true");
+    fails_with(v, "an HBA boots only fibre_channel or iscsi volumes");
+}

@@ -1,0 +1,320 @@
+//! The rest of Ironic's v1 API up to 1.38, in Ironic's shapes: drivers (hardware types, with
+//! their interfaces from 1.30), node traits (1.37), VIFs (1.28), the node endpoints bootvol
+//! answers with Ironic's own error when the hardware type has no such interface (console, RAID,
+//! NMI, vendor passthru), the agent's lookup and heartbeat (1.22) as Ironic answers a node that
+//! runs no agent, and the resources bootvol does not model (chassis, port groups: empty lists;
+//! creating one is refused). Writes go through the node service.
+
+use axum::http::{Method, StatusCode};
+use axum::response::IntoResponse;
+use serde_json::{Map, Value, json};
+
+use super::resources::{load_node, without_nulls};
+use super::{ApiError, ApiResult, ApiState, Request, json_response, versions};
+use crate::model::hardware::{self, Kind};
+use crate::model::{Driver, NodeRecord};
+
+/// The conductor host the driver resources name.
+const HOST: &str = "bootvol";
+
+/// Answers 404 (as Ironic) for an endpoint newer than the request's microversion.
+pub(super) fn require(r: &Request, endpoint: &str) -> Result<(), ApiError> {
+    if r.minor < versions::minor_of(versions::ENDPOINTS, endpoint) {
+        return Err(ApiError::not_found(format!(
+            "The resource /v1/{} could not be found.",
+            r.segments.join("/")
+        )));
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Drivers
+
+fn driver_json(r: &Request, driver: Driver, detail: bool) -> Value {
+    let base = &r.base;
+    let name = driver.as_str();
+    let mut doc = json!({
+        "name": name,
+        "hosts": [HOST],
+        "type": "dynamic",
+        "links": [{"href": format!("{base}/v1/drivers/{name}"), "rel": "self"},
+                  {"href": format!("{base}/drivers/{name}"), "rel": "bookmark"}],
+        "properties": [{"href": format!("{base}/v1/drivers/{name}/properties"), "rel": "self"},
+                       {"href": format!("{base}/drivers/{name}/properties"), "rel": "bookmark"}],
+    });
+    if let Some(map) = doc.as_object_mut() {
+        for kind in Kind::ALL {
+            let (default, enabled) = if detail {
+                let supported = hardware::supported(driver, *kind);
+                (json!(supported[0]), json!(supported))
+            } else {
+                (Value::Null, Value::Null)
+            };
+            map.insert(format!("default_{}_interface", kind.as_str()), default);
+            map.insert(format!("enabled_{}_interfaces", kind.as_str()), enabled);
+        }
+        // bios (1.40) is above what bootvol serves.
+        map.remove("default_bios_interface");
+        map.remove("enabled_bios_interfaces");
+        map.retain(|key, _| r.minor >= versions::driver_field_minor(key));
+    }
+    doc
+}
+
+fn driver_named(name: &str) -> Result<Driver, ApiError> {
+    name.parse().map_err(|_| {
+        ApiError::not_found(format!(
+            "Could not find the following driver(s) or hardware type(s): {name}."
+        ))
+    })
+}
+
+/// `GET /v1/drivers[?type=&detail=]`, `GET /v1/drivers/{name}`, `.../properties`.
+pub(super) async fn drivers(r: &Request, rest: &[&str]) -> ApiResult {
+    if r.method != Method::GET {
+        return Err(super::resources::method_not_allowed());
+    }
+    match rest {
+        [] => {
+            let detail = r.minor >= 30
+                && matches!(r.param("detail"), Some(v) if v.eq_ignore_ascii_case("true"));
+            let drivers: Vec<Value> = match r.param("type") {
+                Some("classic") if r.minor >= 30 => Vec::new(),
+                Some("dynamic") | None => {
+                    Driver::ALL.iter().map(|d| driver_json(r, *d, detail)).collect()
+                }
+                Some(other) => {
+                    return Err(ApiError::bad_request(format!(
+                        "Invalid value {other:?} for type: classic or dynamic"
+                    )));
+                }
+            };
+            Ok(json_response(StatusCode::OK, &json!({"drivers": drivers})))
+        }
+        [name] => Ok(json_response(StatusCode::OK, &driver_json(r, driver_named(name)?, true))),
+        [name, "properties"] => {
+            let driver = driver_named(name)?;
+            let props: Map<String, Value> = hardware::properties(driver)
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), json!(v)))
+                .collect();
+            Ok(json_response(StatusCode::OK, &Value::Object(props)))
+        }
+        [name, "raid", "logical_disk_properties"] if r.minor >= 12 => {
+            let driver = driver_named(name)?;
+            if hardware::default(driver, Kind::Raid) == "fake" {
+                Ok(json_response(StatusCode::OK, &json!({})))
+            } else {
+                Err(unsupported(driver, "raid"))
+            }
+        }
+        _ => Err(super::resources::not_found_path(r)),
+    }
+}
+
+/// Ironic's `UnsupportedDriverExtension`.
+fn unsupported(driver: Driver, extension: &str) -> ApiError {
+    ApiError::bad_request(format!(
+        "Driver {driver} does not support {extension} (disabled or not implemented)."
+    ))
+}
+
+/// Whether the node's interface of `kind` does something (not `no-*`).
+fn has_interface(record: &NodeRecord, kind: Kind) -> bool {
+    let node = &record.node;
+    !node.interfaces.effective(node.driver, kind).starts_with("no-")
+}
+
+// ---------------------------------------------------------------------------------------------
+// Traits
+
+fn traits_body(record: &NodeRecord) -> Value {
+    json!({"traits": record.traits})
+}
+
+/// `/v1/nodes/{node}/traits[/{trait}]`.
+pub(super) async fn traits(state: &ApiState, r: &Request, key: &str, rest: &[&str]) -> ApiResult {
+    require(r, "traits")?;
+    let nodes = state.nodes();
+    match (rest, &r.method) {
+        ([], &Method::GET) => {
+            Ok(json_response(StatusCode::OK, &traits_body(&load_node(state, key).await?)))
+        }
+        ([], &Method::PUT) => {
+            let body = without_nulls(r.json()?)?;
+            if let Some(other) = body.keys().find(|k| *k != "traits") {
+                return Err(ApiError::bad_request(format!("{other}: not accepted here (traits)")));
+            }
+            let Some(Value::Array(items)) = body.get("traits") else {
+                return Err(ApiError::bad_request("traits: a list of trait names is expected"));
+            };
+            let names = items
+                .iter()
+                .map(|v| {
+                    v.as_str()
+                        .map(str::to_owned)
+                        .ok_or_else(|| ApiError::bad_request("traits: every trait is a string"))
+                })
+                .collect::<Result<Vec<String>, ApiError>>()?;
+            nodes.set_traits(key, names).await?;
+            Ok(StatusCode::NO_CONTENT.into_response())
+        }
+        ([], &Method::DELETE) => {
+            nodes.set_traits(key, Vec::new()).await?;
+            Ok(StatusCode::NO_CONTENT.into_response())
+        }
+        ([name], &Method::PUT) => {
+            nodes.add_trait(key, name).await?;
+            Ok(StatusCode::NO_CONTENT.into_response())
+        }
+        ([name], &Method::DELETE) => {
+            nodes.remove_trait(key, name).await?;
+            Ok(StatusCode::NO_CONTENT.into_response())
+        }
+        _ => Err(super::resources::method_not_allowed()),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// VIFs
+
+/// `/v1/nodes/{node}/vifs[/{vif}]`.
+pub(super) async fn vifs(state: &ApiState, r: &Request, key: &str, rest: &[&str]) -> ApiResult {
+    require(r, "vifs")?;
+    let nodes = state.nodes();
+    match (rest, &r.method) {
+        ([], &Method::GET) => {
+            let vifs: Vec<Value> =
+                nodes.vifs(key).await?.into_iter().map(|id| json!({"id": id})).collect();
+            Ok(json_response(StatusCode::OK, &json!({"vifs": vifs})))
+        }
+        ([], &Method::POST) => {
+            let body = without_nulls(r.json()?)?;
+            let id = match body.get("id") {
+                Some(Value::String(id)) if !id.is_empty() && id.len() <= 255 => id.clone(),
+                _ => return Err(ApiError::bad_request("id: the VIF's id (a string) is required")),
+            };
+            nodes.attach_vif(key, &id).await?;
+            Ok(StatusCode::NO_CONTENT.into_response())
+        }
+        ([vif], &Method::DELETE) => {
+            nodes.detach_vif(key, vif).await?;
+            Ok(StatusCode::NO_CONTENT.into_response())
+        }
+        _ => Err(super::resources::method_not_allowed()),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Node endpoints served only by interfaces bootvol's hardware types mostly lack
+
+/// `PUT /v1/nodes/{node}/states/raid` (1.12).
+pub(super) async fn set_raid(state: &ApiState, r: &Request, key: &str) -> ApiResult {
+    require(r, "states/raid")?;
+    let record = load_node(state, key).await?;
+    if !has_interface(&record, Kind::Raid) {
+        return Err(unsupported(record.node.driver, "raid"));
+    }
+    r.json()?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// `GET|PUT /v1/nodes/{node}/states/console`.
+pub(super) async fn console(state: &ApiState, r: &Request, key: &str) -> ApiResult {
+    let record = load_node(state, key).await?;
+    if !has_interface(&record, Kind::Console) {
+        return Err(unsupported(record.node.driver, "console"));
+    }
+    if r.method == Method::GET {
+        return Ok(json_response(
+            StatusCode::OK,
+            &json!({"console_enabled": false, "console_info": null}),
+        ));
+    }
+    let body = without_nulls(r.json()?)?;
+    match body.get("enabled") {
+        Some(Value::Bool(_)) => Ok(super::actions::accepted(r, &record.node.uuid)),
+        Some(Value::String(s))
+            if s.eq_ignore_ascii_case("true") || s.eq_ignore_ascii_case("false") =>
+        {
+            Ok(super::actions::accepted(r, &record.node.uuid))
+        }
+        _ => Err(ApiError::bad_request("enabled: true or false is required")),
+    }
+}
+
+/// `PUT /v1/nodes/{node}/management/inject_nmi` (1.29): only fake management "injects" one.
+pub(super) async fn inject_nmi(state: &ApiState, r: &Request, key: &str) -> ApiResult {
+    require(r, "management/inject_nmi")?;
+    let record = load_node(state, key).await?;
+    if record.node.driver == Driver::FakeHardware {
+        return Ok(StatusCode::NO_CONTENT.into_response());
+    }
+    Err(unsupported(record.node.driver, "inject_nmi"))
+}
+
+/// `/v1/nodes/{node}/vendor_passthru[/methods]`: no vendor methods.
+pub(super) async fn vendor_passthru(
+    state: &ApiState,
+    r: &Request,
+    key: &str,
+    rest: &[&str],
+) -> ApiResult {
+    let record = load_node(state, key).await?;
+    if !has_interface(&record, Kind::Vendor) {
+        return Err(unsupported(record.node.driver, "vendor"));
+    }
+    match rest {
+        ["methods"] if r.method == Method::GET => Ok(json_response(StatusCode::OK, &json!({}))),
+        _ => Err(ApiError::bad_request(format!(
+            "Unsupported method ({}) passed through to vendor extension.",
+            r.param("method").unwrap_or("none given")
+        ))),
+    }
+}
+
+/// `GET /v1/lookup` and `POST /v1/heartbeat/{node}` (1.22): bootvol runs no agent; a lookup
+/// finds no node waiting for one, and a heartbeat is accepted and ignored, as Ironic ignores
+/// one from a node in a state that expects none.
+pub(super) async fn agent(state: &ApiState, r: &Request, rest: &[&str]) -> ApiResult {
+    match (rest, &r.method) {
+        (["lookup"], &Method::GET) => {
+            require(r, "lookup")?;
+            Err(ApiError::not_found(
+                "Node could not be found: no node waits for an agent (bootvol runs no ironic-python-agent).",
+            ))
+        }
+        (["heartbeat", node], &Method::POST) => {
+            require(r, "heartbeat")?;
+            let record = load_node(state, node).await?;
+            Ok(super::actions::accepted(r, &record.node.uuid))
+        }
+        _ => Err(super::resources::not_found_path(r)),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Resources bootvol does not model
+
+/// `/v1/chassis` and `/v1/portgroups` (1.23): empty lists; creating one is refused.
+pub(super) fn unmodeled(r: &Request, collection: &str, rest: &[&str]) -> ApiResult {
+    if collection == "portgroups" {
+        require(r, "portgroups")?;
+    }
+    let what = if collection == "chassis" { "chassis" } else { "port groups" };
+    match (rest, &r.method) {
+        ([] | ["detail"], &Method::GET) => {
+            Ok(json_response(StatusCode::OK, &json!({ collection: [] })))
+        }
+        ([], &Method::POST) => Err(ApiError::bad_request(format!(
+            "bootvol does not provide {what}: a boot-from-volume appliance has none to manage."
+        ))),
+        ([id, ..], _) => Err(ApiError::not_found(if collection == "chassis" {
+            format!("Chassis {id} could not be found.")
+        } else {
+            format!("Portgroup {id} could not be found.")
+        })),
+        _ => Err(super::resources::method_not_allowed()),
+    }
+}
