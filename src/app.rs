@@ -87,13 +87,43 @@ impl Listeners {
 #[derive(Debug, Clone)]
 pub struct SnapshotHandle {
     pub current: Arc<ArcSwap<BootSnapshot>>,
-    reload: mpsc::Sender<()>,
+    reload: mpsc::Sender<Wake>,
+}
+
+/// Why the snapshot watcher wakes before its next check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wake {
+    /// Rebuild now, templates included (SIGHUP, a change made by this process).
+    Reload,
+    /// PostgreSQL announced a change (or the listener reconnected): check the change log now.
+    Changed,
 }
 
 impl SnapshotHandle {
     /// Asks the watcher to rebuild now (SIGHUP does the same).
     pub fn reload(&self) {
-        let _ = self.reload.send(());
+        let _ = self.reload.send(Wake::Reload);
+    }
+
+    /// Asks the watcher to look for changes now.
+    fn changed(&self) {
+        let _ = self.reload.send(Wake::Changed);
+    }
+}
+
+/// PostgreSQL's change listener, reported to the watcher and the metrics.
+struct ListenerEvents {
+    snapshot: SnapshotHandle,
+    metrics: Arc<Metrics>,
+}
+
+impl crate::db::listen::ListenEvents for ListenerEvents {
+    fn changed(&self, _seq: Option<i64>) {
+        self.snapshot.changed();
+    }
+
+    fn connected(&self, up: bool) {
+        self.metrics.set_database_connected(up);
     }
 }
 
@@ -113,7 +143,7 @@ pub async fn serve(
     let liveness = Arc::new(Liveness::new());
     let notifier = ServiceManager::default();
     // Its own connection: a scrape never waits behind the conductor's.
-    let metrics = Metrics::new(Some(crate::db::SharedDb::new(Db::open(&config.database.path)?)));
+    let metrics = Metrics::new(Some(crate::db::SharedDb::new(Db::open_config(&config.database)?)));
     let snapshot = start_snapshot(
         &config,
         shutdown.clone(),
@@ -125,7 +155,7 @@ pub async fn serve(
     let files = served_root(&config.http.files_root, "http.files_root");
     let tftp_root = served_root(&config.tftp.root, "tftp.root");
     let conductor = {
-        let db = crate::db::SharedDb::new(Db::open(&config.database.path)?);
+        let db = crate::db::SharedDb::new(Db::open_config(&config.database)?);
         let reload = snapshot.clone();
         Conductor::new(Arc::new(config.clone()), db)?
             .with_on_change(Arc::new(move || reload.reload()))
@@ -170,6 +200,13 @@ pub async fn serve(
     let signals =
         tokio::spawn(handle_signals(install_signals(), snapshot.clone(), shutdown.clone()));
     start_services(&config, &conductor, &services, &shutdown);
+    if let crate::db::Target::Postgres(target) =
+        crate::db::Target::from_config(&config.database).map_err(anyhow::Error::msg)?
+    {
+        let events =
+            Arc::new(ListenerEvents { snapshot: snapshot.clone(), metrics: Arc::clone(&metrics) });
+        services.spawn(crate::db::listen::listen(target, events, shutdown.clone()));
+    }
     let sampled = Arc::clone(&metrics);
     services::spawn_periodic(&services, &shutdown, "boot activity", ACTIVITY_SAMPLE, move || {
         sampled.sample_activity();
@@ -435,8 +472,8 @@ pub fn start_snapshot(
     heart: Heart,
     public_url: &crate::public_url::PublicUrl,
 ) -> Result<SnapshotHandle> {
-    let db = Db::open(&config.database.path)
-        .with_context(|| format!("opening {}", config.database.path.display()))?;
+    let db = Db::open_config(&config.database)
+        .with_context(|| format!("opening {}", config.database.shown()))?;
     let templates = Templates::new(config.boot.templates_dir.as_deref())?;
     let first = build_snapshot(&db, &templates, config, metrics, &public_url.get())?;
     let current = Arc::new(ArcSwap::from_pointee(first));
@@ -488,7 +525,7 @@ struct Watcher {
     templates: Templates,
     config: Config,
     current: Arc<ArcSwap<BootSnapshot>>,
-    requests: mpsc::Receiver<()>,
+    requests: mpsc::Receiver<Wake>,
     shutdown: CancellationToken,
     metrics: Arc<Metrics>,
     heart: Heart,
@@ -508,7 +545,8 @@ impl Watcher {
             self.heart.answer();
             let wait = next_check.saturating_duration_since(Instant::now()).min(WATCHER_WAKE);
             let requested = match self.requests.recv_timeout(wait) {
-                Ok(()) => true,
+                Ok(Wake::Reload) => true,
+                Ok(Wake::Changed) => false,
                 Err(mpsc::RecvTimeoutError::Timeout) if Instant::now() < next_check => continue,
                 Err(mpsc::RecvTimeoutError::Timeout) => false,
                 Err(mpsc::RecvTimeoutError::Disconnected) => return,
@@ -517,6 +555,14 @@ impl Watcher {
             let version = self.db.data_version().ok();
             if !requested && version == seen {
                 continue;
+            }
+            if !requested && self.db.is_postgres() {
+                if version.is_none() {
+                    // PostgreSQL unreachable: keep serving this snapshot; its connection is
+                    // retried at the next check, and the change log is read from `seen` then.
+                    continue;
+                }
+                self.log_changes(seen, version);
             }
             if requested {
                 // SIGHUP: data and templates are re-read; the configuration is not.
@@ -531,13 +577,38 @@ impl Watcher {
             match build_snapshot(&self.db, &self.templates, &self.config, &self.metrics, &url) {
                 Ok(snapshot) => {
                     self.current.store(Arc::new(snapshot));
-                    seen = version;
+                    if version.is_some() {
+                        seen = version;
+                    }
                 }
                 Err(e) => {
                     self.metrics.snapshot_failed();
                     tracing::error!(error = %e, "snapshot not rebuilt; still serving the previous one")
                 }
             }
+        }
+    }
+}
+
+impl Watcher {
+    /// What the change log says happened between `seen` and `now` (PostgreSQL), for the log.
+    /// The snapshot is rebuilt whole either way; a reader behind the pruned log notices here.
+    fn log_changes(&self, seen: Option<i64>, now: Option<i64>) {
+        let (Some(seen), Some(now)) = (seen, now) else { return };
+        match self.db.changes_since(seen, 1000) {
+            Ok(Some(changes)) => tracing::info!(
+                from = seen,
+                to = now,
+                changes = changes.len(),
+                first = ?changes.first().map(|c| format!("{} {} {}", c.op, c.entity, c.key)),
+                "catching up by change seq"
+            ),
+            Ok(None) => tracing::warn!(
+                from = seen,
+                to = now,
+                "behind the pruned change log: reloading everything"
+            ),
+            Err(e) => tracing::warn!(error = %e, "cannot read the change log"),
         }
     }
 }

@@ -213,15 +213,18 @@ fn check_config(config: &Config, origin: &str, out: &mut dyn Write) -> Result<()
     // The limit `serve` will run with: it raises the soft limit to the hard one.
     let (_, hard) = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)?;
     config.check_descriptors(hard, origin)?;
+    let database = crate::db::Target::from_config(&config.database)
+        .map_err(|m| anyhow::anyhow!("{origin}: {m}"))?;
     writeln!(out, "{origin}: OK")?;
+    writeln!(out, "{}", database.describe())?;
     writeln!(out, "{}", crate::public_url::explain(config))?;
     writeln!(out, "{config:#?}")?;
     Ok(())
 }
 
 fn open_db(config: &Config) -> Result<Db> {
-    Db::open(&config.database.path)
-        .with_context(|| format!("opening {}", config.database.path.display()))
+    Db::open_config(&config.database)
+        .with_context(|| format!("opening {}", config.database.shown()))
 }
 
 fn apply(config: &Config, file: &Path, prune: bool, out: &mut dyn Write) -> Result<()> {

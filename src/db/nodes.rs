@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use rusqlite::{OptionalExtension, params};
+use super::engine::{Value, args};
 
 use super::rows::{NODE_COLUMNS, node_from_row};
 use super::{Db, DbError};
@@ -11,47 +11,40 @@ use crate::model::{MacAddr, NodeRecord, ProvisionState, Stamped};
 impl Db {
     /// Every node with its children, by name.
     pub fn node_records(&self) -> Result<Vec<NodeRecord>, DbError> {
-        self.records_where("1 = 1", params![])
+        self.records_where("1 = 1", &[])
     }
 
     /// The nodes in `state`, with their children: what a periodic pass that looks at one state
     /// reads, rather than every node (10,000 records every few seconds would compete with the
     /// boot path).
     pub fn node_records_in_state(&self, state: ProvisionState) -> Result<Vec<NodeRecord>, DbError> {
-        self.records_where("provision_state = ?1", params![state.as_str()])
+        self.records_where("provision_state = ?1", args![state.as_str()])
     }
 
     /// The nodes power sync asks a BMC about: a driver other than `fake`, not in maintenance.
     pub fn node_records_with_bmc(&self) -> Result<Vec<NodeRecord>, DbError> {
-        self.records_where("driver <> 'fake' AND maintenance = 0", params![])
+        self.records_where("driver <> 'fake' AND maintenance = 0", &[])
     }
 
     /// The node with this UUID or name.
     pub fn node_record(&self, name_or_uuid: &str) -> Result<Option<NodeRecord>, DbError> {
-        Ok(self.records_where("uuid = ?1 OR name = ?1", params![name_or_uuid])?.pop())
+        Ok(self.records_where("uuid = ?1 OR name = ?1", args![name_or_uuid])?.pop())
     }
 
     /// The node that owns a port with this MAC.
     pub fn node_record_by_mac(&self, mac: MacAddr) -> Result<Option<NodeRecord>, DbError> {
         let node_id: Option<i64> = self
             .conn
-            .query_row(
-                "SELECT node_id FROM ports WHERE address = ?1",
-                params![mac.to_string()],
-                |r| r.get(0),
-            )
-            .optional()?;
+            .query_opt("SELECT node_id FROM ports WHERE address = ?1", args![mac.to_string()])?
+            .map(|r| r.get(0))
+            .transpose()?;
         match node_id {
             None => Ok(None),
-            Some(id) => Ok(self.records_where("id = ?1", params![id])?.pop()),
+            Some(id) => Ok(self.records_where("id = ?1", args![id])?.pop()),
         }
     }
 
-    fn records_where(
-        &self,
-        condition: &str,
-        args: &[&dyn rusqlite::ToSql],
-    ) -> Result<Vec<NodeRecord>, DbError> {
+    fn records_where(&self, condition: &str, args: &[Value]) -> Result<Vec<NodeRecord>, DbError> {
         let sql = format!("SELECT {NODE_COLUMNS} FROM nodes WHERE {condition} ORDER BY name");
         let mut records: Vec<NodeRecord> = self
             .decoded(&sql, args, node_from_row)?

@@ -4,7 +4,7 @@
 
 use std::str::FromStr;
 
-use rusqlite::{Connection, OptionalExtension, Params, Row, params};
+use super::engine::{Conn, Row, Value, args};
 
 use super::{Db, DbError};
 use crate::model::{
@@ -51,13 +51,16 @@ impl Db {
         select: &str,
         order: &str,
         node_uuid: Option<&str>,
-        decode: fn(&Row<'_>) -> Result<Stamped<T>, DbError>,
+        decode: fn(&Row) -> Result<Stamped<T>, DbError>,
     ) -> Rows<T> {
-        let sql = match node_uuid {
-            Some(_) => format!("{select} WHERE n.uuid = ?1 ORDER BY {order}"),
-            None => format!("{select} WHERE ?1 IS NULL ORDER BY {order}"),
-        };
-        self.decoded(&sql, params![node_uuid], decode)
+        match node_uuid {
+            Some(uuid) => self.decoded(
+                &format!("{select} WHERE n.uuid = ?1 ORDER BY {order}"),
+                args![uuid],
+                decode,
+            ),
+            None => self.decoded(&format!("{select} ORDER BY {order}"), &[], decode),
+        }
     }
 
     /// One port, connector or target by UUID.
@@ -65,15 +68,15 @@ impl Db {
         let one = |select: &str| format!("{select} WHERE c.uuid = ?1");
         let found = match kind {
             ChildKind::Port => self
-                .decoded(&one(PORT_SELECT), params![uuid], port_from_row)?
+                .decoded(&one(PORT_SELECT), args![uuid], port_from_row)?
                 .pop()
                 .map(|s| s.map(Child::Port)),
             ChildKind::Connector => self
-                .decoded(&one(CONNECTOR_SELECT), params![uuid], connector_from_row)?
+                .decoded(&one(CONNECTOR_SELECT), args![uuid], connector_from_row)?
                 .pop()
                 .map(|s| s.map(Child::Connector)),
             ChildKind::Target => self
-                .decoded(&one(TARGET_SELECT), params![uuid], target_from_row)?
+                .decoded(&one(TARGET_SELECT), args![uuid], target_from_row)?
                 .pop()
                 .map(|s| s.map(Child::Target)),
         };
@@ -84,72 +87,66 @@ impl Db {
     pub(super) fn decoded<T>(
         &self,
         sql: &str,
-        args: impl Params,
-        decode: fn(&Row<'_>) -> Result<T, DbError>,
+        args: &[Value],
+        decode: fn(&Row) -> Result<T, DbError>,
     ) -> Result<Vec<T>, DbError> {
-        let mut statement = self.conn.prepare_cached(sql)?;
-        let mut rows = statement.query(args)?;
-        let mut out = Vec::new();
-        while let Some(row) = rows.next()? {
-            out.push(decode(row)?);
-        }
-        Ok(out)
+        self.conn.query(sql, args)?.iter().map(decode).collect()
     }
 }
 
 /// The id of the node with this UUID.
-pub(super) fn node_id(conn: &Connection, node_uuid: &str) -> rusqlite::Result<Option<i64>> {
-    conn.query_row("SELECT id FROM nodes WHERE uuid = ?1", params![node_uuid], |r| r.get(0))
-        .optional()
+pub(super) fn node_id(conn: &Conn, node_uuid: &str) -> Result<Option<i64>, DbError> {
+    conn.query_opt("SELECT id FROM nodes WHERE uuid = ?1", args![node_uuid])?
+        .map(|r| r.get(0))
+        .transpose()
 }
 
 /// A child row's node, timestamps and `item` (the first four columns of each child SELECT).
-fn stamped<T>(row: &Row<'_>, item: T) -> Result<Stamped<T>, DbError> {
+fn stamped<T>(row: &Row, item: T) -> Result<Stamped<T>, DbError> {
     Ok(Stamped { node_uuid: row.get(0)?, item, created_at: row.get(2)?, updated_at: row.get(3)? })
 }
 
-fn port_from_row(row: &Row<'_>) -> Result<Stamped<Port>, DbError> {
+fn port_from_row(row: &Row) -> Result<Stamped<Port>, DbError> {
     let uuid: String = row.get(1)?;
     let port = Port {
-        address: parse("ports", &uuid, &row.get::<_, String>(4)?)?,
-        extra: json_map("ports", &uuid, &row.get::<_, String>(5)?)?,
+        address: parse("ports", &uuid, &row.get::<String>(4)?)?,
+        extra: json_map("ports", &uuid, &row.get::<String>(5)?)?,
         uuid,
     };
     stamped(row, port)
 }
 
-fn connector_from_row(row: &Row<'_>) -> Result<Stamped<VolumeConnector>, DbError> {
+fn connector_from_row(row: &Row) -> Result<Stamped<VolumeConnector>, DbError> {
     let uuid: String = row.get(1)?;
     let connector = VolumeConnector {
-        connector_type: parse("volume_connectors", &uuid, &row.get::<_, String>(4)?)?,
+        connector_type: parse("volume_connectors", &uuid, &row.get::<String>(4)?)?,
         connector_id: row.get(5)?,
-        extra: json_map("volume_connectors", &uuid, &row.get::<_, String>(6)?)?,
+        extra: json_map("volume_connectors", &uuid, &row.get::<String>(6)?)?,
         uuid,
     };
     stamped(row, connector)
 }
 
-fn target_from_row(row: &Row<'_>) -> Result<Stamped<VolumeTarget>, DbError> {
+fn target_from_row(row: &Row) -> Result<Stamped<VolumeTarget>, DbError> {
     let uuid: String = row.get(1)?;
     let boot_index: i64 = row.get(5)?;
     let target = VolumeTarget {
-        volume_type: parse("volume_targets", &uuid, &row.get::<_, String>(4)?)?,
+        volume_type: parse("volume_targets", &uuid, &row.get::<String>(4)?)?,
         boot_index: u32::try_from(boot_index)
             .map_err(|_| corrupt("volume_targets", &uuid, "boot_index out of range".into()))?,
         volume_id: row.get(6)?,
-        properties: json_map("volume_targets", &uuid, &row.get::<_, String>(7)?)?,
-        extra: json_map("volume_targets", &uuid, &row.get::<_, String>(8)?)?,
+        properties: json_map("volume_targets", &uuid, &row.get::<String>(7)?)?,
+        extra: json_map("volume_targets", &uuid, &row.get::<String>(8)?)?,
         uuid,
     };
     stamped(row, target)
 }
 
 /// A node row of [`NODE_COLUMNS`], with its id.
-pub(super) fn node_from_row(row: &Row<'_>) -> Result<(i64, Node), DbError> {
+pub(super) fn node_from_row(row: &Row) -> Result<(i64, Node), DbError> {
     let uuid: String = row.get(1)?;
-    let text = |i: usize| -> Result<String, DbError> { Ok(row.get::<_, String>(i)?) };
-    let optional =
-        |i: usize| -> Result<Option<String>, DbError> { Ok(row.get::<_, Option<String>>(i)?) };
+    let text = |i: usize| -> Result<String, DbError> { row.get::<String>(i) };
+    let optional = |i: usize| -> Result<Option<String>, DbError> { row.get::<Option<String>>(i) };
     let map = |i: usize| -> Result<JsonMap, DbError> { json_map("nodes", &uuid, &text(i)?) };
     let node = Node {
         name: text(2)?,
@@ -166,7 +163,7 @@ pub(super) fn node_from_row(row: &Row<'_>) -> Result<(i64, Node), DbError> {
         target_power_state: optional(13)?.map(|s| parse("nodes", &uuid, &s)).transpose()?,
         provision_state: parse("nodes", &uuid, &text(14)?)?,
         target_provision_state: optional(15)?.map(|s| parse("nodes", &uuid, &s)).transpose()?,
-        maintenance: row.get::<_, i64>(16)? != 0,
+        maintenance: row.get::<i64>(16)? != 0,
         maintenance_reason: optional(17)?,
         last_error: optional(18)?,
         created_at: optional(19)?,

@@ -38,7 +38,7 @@ impl Flooded {
         std::fs::write(root.join("undionly.kpxe"), file_contents()).unwrap();
         let config = format!(
             r#"[database]
-path = "{db}"
+{db}
 [http]
 listen = "127.0.0.1:0"
 public_url = "http://127.0.0.1:8080"
@@ -51,7 +51,7 @@ root = "{root}"
 listen = "127.0.0.1:0"
 auth_strategy = "noauth"
 "#,
-            db = dir.path().join("bootvol.db").display(),
+            db = crate::support::database(dir.path()),
             root = root.display(),
         );
         let config_path = dir.path().join("bootvol.toml");
@@ -421,8 +421,8 @@ fn check_config_and_serve_refuse_caps_that_do_not_fit_the_descriptor_limit() {
     let dir = tempfile::tempdir().unwrap();
     let write = |extra: &str| {
         let text = format!(
-            "[database]\npath = \"{}\"\n[api]\nlisten = \"127.0.0.1:0\"\n[http]\nlisten = \"127.0.0.1:0\"\n[tftp]\nlisten = \"127.0.0.1:0\"\n{extra}",
-            dir.path().join("bootvol.db").display()
+            "[database]\n{}\n[api]\nlisten = \"127.0.0.1:0\"\n[http]\nlisten = \"127.0.0.1:0\"\n[tftp]\nlisten = \"127.0.0.1:0\"\n{extra}",
+            crate::support::database(dir.path())
         );
         let path = dir.path().join("bootvol.toml");
         std::fs::write(&path, text).unwrap();
