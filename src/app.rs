@@ -200,6 +200,9 @@ pub async fn serve(
     let signals =
         tokio::spawn(handle_signals(install_signals(), snapshot.clone(), shutdown.clone()));
     start_services(&config, &conductor, &services, &shutdown);
+    if conductor.db().run(|db| db.is_postgres()).await {
+        start_cluster_services(&public_url, &conductor, &services, &shutdown);
+    }
     if let crate::db::Target::Postgres(target) =
         crate::db::Target::from_config(&config.database).map_err(anyhow::Error::msg)?
     {
@@ -379,28 +382,30 @@ fn start_services(
     });
     if let Some(hook) = webhook {
         let notifier = Notifier::new(conductor.db().clone(), hook);
-        services::spawn_periodic(tracker, shutdown, "webhook", Duration::from_secs(1), move || {
-            let notifier = notifier.clone();
+        let db = conductor.db().clone();
+        let every = Duration::from_secs(1);
+        services::spawn_periodic(tracker, shutdown, "webhook", every, move || {
+            let (notifier, db) = (notifier.clone(), db.clone());
             async move {
-                notifier.deliver_due().await;
+                if holds_lease(&db, "webhook", every).await {
+                    notifier.deliver_due().await;
+                }
             }
         });
     }
     let c = conductor.clone();
-    services::spawn_periodic(
-        tracker,
-        shutdown,
-        "deploy expiry",
-        Duration::from_secs(5),
-        move || {
-            let c = c.clone();
-            async move {
-                if let Err(e) = c.expire_deployments().await {
-                    tracing::warn!(error = %e, "expiring deployments");
-                }
+    let every = Duration::from_secs(5);
+    services::spawn_periodic(tracker, shutdown, "deploy expiry", every, move || {
+        let c = c.clone();
+        async move {
+            if !holds_lease(c.db(), "deploy expiry", every).await {
+                return;
             }
-        },
-    );
+            if let Err(e) = c.expire_deployments().await {
+                tracing::warn!(error = %e, "expiring deployments");
+            }
+        }
+    });
     let power_every = config.conductor.power_sync_interval;
     if power_every > 0 {
         let c = conductor.clone();
@@ -408,6 +413,9 @@ fn start_services(
         services::spawn_periodic(tracker, shutdown, "power sync", every, move || {
             let c = c.clone();
             async move {
+                if !holds_lease(c.db(), "power sync", every).await {
+                    return;
+                }
                 if let Err(e) = c.sync_power_states().await {
                     tracing::warn!(error = %e, "power state sync");
                 }
@@ -417,9 +425,13 @@ fn start_services(
     let volume_every = config.cinder.sync_interval;
     if let Some(cinder) = cinder.filter(|_| volume_every > 0) {
         let every = Duration::from_secs(volume_every);
+        let db = conductor.db().clone();
         services::spawn_periodic(tracker, shutdown, "cinder sync", every, move || {
-            let cinder = cinder.clone();
+            let (cinder, db) = (cinder.clone(), db.clone());
             async move {
+                if !holds_lease(&db, "cinder sync", every).await {
+                    return;
+                }
                 if let Err(e) = cinder.recover().await {
                     tracing::warn!(error = %e, "volume recovery pass failed");
                 }
@@ -475,7 +487,8 @@ pub fn start_snapshot(
     let db = Db::open_config(&config.database)
         .with_context(|| format!("opening {}", config.database.shown()))?;
     let templates = Templates::new(config.boot.templates_dir.as_deref())?;
-    let first = build_snapshot(&db, &templates, config, metrics, &public_url.get())?;
+    let first_peers = peers(&db);
+    let first = build_snapshot(&db, &templates, config, metrics, &public_url.get(), &first_peers)?;
     let current = Arc::new(ArcSwap::from_pointee(first));
     let (reload, requests) = mpsc::channel();
     let watcher = Watcher {
@@ -488,9 +501,31 @@ pub fn start_snapshot(
         metrics: Arc::clone(metrics),
         heart,
         public_url: public_url.clone(),
+        peers: first_peers,
     };
     tracker.spawn_blocking(move || watcher.run());
     Ok(SnapshotHandle { current, reload })
+}
+
+/// How recent an instance's heartbeat must be for scripts to fall back to it (seconds).
+const PEER_FRESH_SECS: i64 = 20;
+
+/// The boot URLs of the other live instances on the database (PostgreSQL; none on SQLite),
+/// sorted.
+fn peers(db: &Db) -> Vec<String> {
+    if !db.is_postgres() {
+        return Vec::new();
+    }
+    let since = i64::try_from(crate::timefmt::now_unix()).unwrap_or(i64::MAX) - PEER_FRESH_SECS;
+    let mut urls: Vec<String> = match db.live_instances(since) {
+        Ok(live) => {
+            live.into_iter().filter(|i| i.id != crate::db::serve_id()).map(|i| i.boot_url).collect()
+        }
+        Err(_) => return Vec::new(),
+    };
+    urls.sort();
+    urls.dedup();
+    urls
 }
 
 fn build_snapshot(
@@ -499,11 +534,15 @@ fn build_snapshot(
     config: &Config,
     metrics: &Metrics,
     public_url: &str,
+    peers: &[String],
 ) -> Result<BootSnapshot> {
     let started = Instant::now();
     let records = db.node_records()?;
-    let settings =
-        crate::boot::BootSettings { public_url: public_url.to_owned(), ..config.boot_settings() };
+    let settings = crate::boot::BootSettings {
+        public_url: public_url.to_owned(),
+        peers: peers.to_vec(),
+        ..config.boot_settings()
+    };
     let snapshot = BootSnapshot::build(
         &records,
         templates,
@@ -530,6 +569,8 @@ struct Watcher {
     metrics: Arc<Metrics>,
     heart: Heart,
     public_url: crate::public_url::PublicUrl,
+    /// The peers the current snapshot's generic script falls back to.
+    peers: Vec<String>,
 }
 
 /// The longest the watcher sleeps before it answers its liveness tick, whatever
@@ -553,7 +594,9 @@ impl Watcher {
             };
             next_check = Instant::now() + interval;
             let version = self.db.data_version().ok();
-            if !requested && version == seen {
+            let peers = peers(&self.db);
+            let peers_changed = version.is_some() && peers != self.peers;
+            if !requested && version == seen && !peers_changed {
                 continue;
             }
             if !requested && self.db.is_postgres() {
@@ -574,9 +617,17 @@ impl Watcher {
                 }
             }
             let url = self.public_url.get();
-            match build_snapshot(&self.db, &self.templates, &self.config, &self.metrics, &url) {
+            match build_snapshot(
+                &self.db,
+                &self.templates,
+                &self.config,
+                &self.metrics,
+                &url,
+                &peers,
+            ) {
                 Ok(snapshot) => {
                     self.current.store(Arc::new(snapshot));
+                    self.peers = peers;
                     if version.is_some() {
                         seen = version;
                     }
@@ -612,6 +663,64 @@ impl Watcher {
         }
     }
 }
+
+/// Whether this instance holds lease `name` (taking or renewing it): work that must run once at
+/// a time across instances on one database runs only where this is true. The lease outlives
+/// three passes (at least 15 s), so a dead holder's work moves to another instance after that.
+async fn holds_lease(db: &crate::db::SharedDb, name: &'static str, every: Duration) -> bool {
+    let ttl = i64::try_from((every * 3).as_secs()).unwrap_or(i64::MAX).max(15);
+    let now = i64::try_from(crate::timefmt::now_unix()).unwrap_or(i64::MAX);
+    match db.run(move |db| db.try_lease(name, crate::db::serve_id(), now, ttl)).await {
+        Ok(held) => held,
+        Err(e) => {
+            tracing::debug!(lease = name, error = %e, "lease not taken");
+            false
+        }
+    }
+}
+
+/// PostgreSQL only: this instance's heartbeat in the registry (its boot URL is what the other
+/// instances' scripts fall back to), and recovery of actions that an instance which died left
+/// behind (under a lease, as after a crash at start).
+fn start_cluster_services(
+    public_url: &crate::public_url::PublicUrl,
+    conductor: &Conductor,
+    tracker: &TaskTracker,
+    shutdown: &CancellationToken,
+) {
+    let beat = |db: crate::db::SharedDb, url: crate::public_url::PublicUrl| async move {
+        let now = i64::try_from(crate::timefmt::now_unix()).unwrap_or(i64::MAX);
+        let url = url.get().to_string();
+        if let Err(e) = db.run(move |db| db.heartbeat(crate::db::serve_id(), &url, now)).await {
+            tracing::debug!(error = %e, "heartbeat not recorded");
+        }
+    };
+    let (db, url) = (conductor.db().clone(), public_url.clone());
+    services::spawn_once(tracker, shutdown, "first heartbeat", beat(db.clone(), url.clone()));
+    services::spawn_periodic(tracker, shutdown, "heartbeat", HEARTBEAT, move || {
+        beat(db.clone(), url.clone())
+    });
+    let c = conductor.clone();
+    let every = Duration::from_secs(30);
+    services::spawn_periodic(tracker, shutdown, "peer recovery", every, move || {
+        let c = c.clone();
+        async move {
+            if !holds_lease(c.db(), "recovery", every).await {
+                return;
+            }
+            match c.recover_interrupted().await {
+                Ok(done) if !done.is_empty() => {
+                    tracing::warn!(nodes = ?done, "actions of an instance that is gone ended")
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "recovering other instances' actions"),
+            }
+        }
+    });
+}
+
+/// How often an instance records its heartbeat.
+const HEARTBEAT: Duration = Duration::from_secs(5);
 
 type Signals = (
     std::io::Result<tokio::signal::unix::Signal>,

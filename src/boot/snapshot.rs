@@ -85,8 +85,11 @@ impl BootSnapshot {
                 by_mac.insert(port.address, Arc::clone(&script));
             }
         }
-        let generic =
-            Bytes::from(templates.render_generic(&settings.public_url, GENERIC_SCRIPT_NICS)?);
+        let generic = Bytes::from(templates.render_generic(
+            &settings.public_url,
+            &settings.peers,
+            GENERIC_SCRIPT_NICS,
+        )?);
         Ok(BootSnapshot { by_mac, default, generic, nodes: records.len() })
     }
 

@@ -128,6 +128,11 @@ impl<T: FromValue> FromValue for Option<T> {
 }
 
 impl Row {
+    /// Every column.
+    pub(crate) fn all(&self) -> &[Value] {
+        &self.0
+    }
+
     /// Column `i` as `T`; a missing column or another type is a corrupt row.
     pub fn get<T: FromValue>(&self, i: usize) -> Result<T, DbError> {
         let value = self.0.get(i).ok_or_else(|| type_error(i, "no such column"))?;
@@ -281,8 +286,9 @@ pub fn create_database(
         return Err(DbError::Config(format!("{name:?} is not a plain database name")));
     }
     let target = PostgresTarget::new(admin_url, password_file, None).map_err(DbError::Config)?;
-    let mut client = connect_postgres(&target).map_err(pg_error)?;
+    // Connected, used and closed off any runtime (closing blocks).
     off_runtime(|| {
+        let mut client = connect_postgres(&target)?;
         let exists = client.query_opt("SELECT 1 FROM pg_database WHERE datname = $1", &[&name])?;
         if exists.is_none() {
             client.batch_execute(&format!("CREATE DATABASE {name}"))?;

@@ -11,6 +11,8 @@
 //! handle async callers share (events and node locks included).
 
 mod apply;
+mod cluster;
+mod copy;
 pub mod engine;
 pub mod listen;
 mod locks;
@@ -34,6 +36,8 @@ use engine::Conn;
 pub use engine::{Change, PostgresTarget, Target};
 
 pub use apply::{ApplyError, ApplyReport};
+pub use cluster::{Instance, serve_id};
+pub use copy::{CopyError, TableCheck};
 pub use locks::{ActionToken, LEASE_SECS, LockHolder, ProcessId, instance_id};
 pub use shared::{LockError, Locked, NodeLock, SharedDb};
 pub use sync::{SYNC_MESSAGE_LIMIT, SyncPass, SyncPassOutcome, SyncRunner, SyncStatus};

@@ -141,12 +141,12 @@ impl Db {
         self.conn.execute(
             "INSERT INTO sync_status (id, ran_by, started_at, finished_at, outcome, checked, updated, \
              drifted, errors, message, last_ok_at) \
-             VALUES (1, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, CASE WHEN ?4 = 'ok' THEN ?3 END) \
+             VALUES (1, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, CASE WHEN ?4 = 'ok' THEN CAST(?3 AS BIGINT) END) \
              ON CONFLICT (id) DO UPDATE SET ran_by = excluded.ran_by, started_at = excluded.started_at, \
              finished_at = excluded.finished_at, outcome = excluded.outcome, checked = excluded.checked, \
              updated = excluded.updated, drifted = excluded.drifted, errors = excluded.errors, \
              message = excluded.message, \
-             last_ok_at = CASE WHEN excluded.outcome = 'ok' THEN excluded.finished_at ELSE last_ok_at END",
+             last_ok_at = CASE WHEN excluded.outcome = 'ok' THEN excluded.finished_at ELSE sync_status.last_ok_at END",
             args![
                 pass.ran_by.as_str(),
                 pass.started_at,

@@ -15,6 +15,7 @@ mod keystone;
 mod listener;
 mod metrics;
 mod neighbour;
+mod postgres;
 mod power;
 mod public_url;
 mod race;

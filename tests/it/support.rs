@@ -35,7 +35,7 @@ pub(crate) fn database(dir: &Path) -> String {
 }
 
 /// The URL of the test folder's own database (created when missing).
-fn postgres_url(admin: &str, dir: &Path) -> String {
+pub(crate) fn postgres_url(admin: &str, dir: &Path) -> String {
     use std::hash::{Hash, Hasher};
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     dir.hash(&mut hasher);
