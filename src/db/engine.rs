@@ -407,7 +407,10 @@ impl Pg {
 
 /// A PostgreSQL error, as unavailability when the connection is gone.
 pub(crate) fn pg_error(e: postgres::Error) -> DbError {
-    if e.is_closed() || e.as_db_error().is_none() && e.code().is_none() {
+    // No answer from a server (I/O, closed), a connection exception (class 08), or the server
+    // going down (57P01 admin shutdown, 57P02 crash shutdown, 57P03 cannot connect now).
+    let down = e.code().is_some_and(|c| c.code().starts_with("08") || c.code().starts_with("57P"));
+    if e.is_closed() || down || e.as_db_error().is_none() && e.code().is_none() {
         DbError::Unavailable(e.to_string())
     } else {
         DbError::Postgres(e)

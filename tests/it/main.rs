@@ -6,6 +6,7 @@ mod api;
 mod cinder;
 mod cinder_support;
 mod cli;
+mod cluster;
 mod conductor;
 mod dhcp;
 mod flood;
