@@ -87,13 +87,43 @@ impl Listeners {
 #[derive(Debug, Clone)]
 pub struct SnapshotHandle {
     pub current: Arc<ArcSwap<BootSnapshot>>,
-    reload: mpsc::Sender<()>,
+    reload: mpsc::Sender<Wake>,
+}
+
+/// Why the snapshot watcher wakes before its next check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wake {
+    /// Rebuild now, templates included (SIGHUP, a change made by this process).
+    Reload,
+    /// PostgreSQL announced a change (or the listener reconnected): check the change log now.
+    Changed,
 }
 
 impl SnapshotHandle {
     /// Asks the watcher to rebuild now (SIGHUP does the same).
     pub fn reload(&self) {
-        let _ = self.reload.send(());
+        let _ = self.reload.send(Wake::Reload);
+    }
+
+    /// Asks the watcher to look for changes now.
+    fn changed(&self) {
+        let _ = self.reload.send(Wake::Changed);
+    }
+}
+
+/// PostgreSQL's change listener, reported to the watcher and the metrics.
+struct ListenerEvents {
+    snapshot: SnapshotHandle,
+    metrics: Arc<Metrics>,
+}
+
+impl crate::db::listen::ListenEvents for ListenerEvents {
+    fn changed(&self, _seq: Option<i64>) {
+        self.snapshot.changed();
+    }
+
+    fn connected(&self, up: bool) {
+        self.metrics.set_database_connected(up);
     }
 }
 
@@ -113,7 +143,7 @@ pub async fn serve(
     let liveness = Arc::new(Liveness::new());
     let notifier = ServiceManager::default();
     // Its own connection: a scrape never waits behind the conductor's.
-    let metrics = Metrics::new(Some(crate::db::SharedDb::new(Db::open(&config.database.path)?)));
+    let metrics = Metrics::new(Some(crate::db::SharedDb::new(Db::open_config(&config.database)?)));
     let snapshot = start_snapshot(
         &config,
         shutdown.clone(),
@@ -125,7 +155,7 @@ pub async fn serve(
     let files = served_root(&config.http.files_root, "http.files_root");
     let tftp_root = served_root(&config.tftp.root, "tftp.root");
     let conductor = {
-        let db = crate::db::SharedDb::new(Db::open(&config.database.path)?);
+        let db = crate::db::SharedDb::new(Db::open_config(&config.database)?);
         let reload = snapshot.clone();
         Conductor::new(Arc::new(config.clone()), db)?
             .with_on_change(Arc::new(move || reload.reload()))
@@ -170,6 +200,16 @@ pub async fn serve(
     let signals =
         tokio::spawn(handle_signals(install_signals(), snapshot.clone(), shutdown.clone()));
     start_services(&config, &conductor, &services, &shutdown);
+    if conductor.db().run(|db| db.is_postgres()).await {
+        start_cluster_services(&public_url, &conductor, &services, &shutdown);
+    }
+    if let crate::db::Target::Postgres(target) =
+        crate::db::Target::from_config(&config.database).map_err(anyhow::Error::msg)?
+    {
+        let events =
+            Arc::new(ListenerEvents { snapshot: snapshot.clone(), metrics: Arc::clone(&metrics) });
+        services.spawn(crate::db::listen::listen(target, events, shutdown.clone()));
+    }
     let sampled = Arc::clone(&metrics);
     services::spawn_periodic(&services, &shutdown, "boot activity", ACTIVITY_SAMPLE, move || {
         sampled.sample_activity();
@@ -342,28 +382,30 @@ fn start_services(
     });
     if let Some(hook) = webhook {
         let notifier = Notifier::new(conductor.db().clone(), hook);
-        services::spawn_periodic(tracker, shutdown, "webhook", Duration::from_secs(1), move || {
-            let notifier = notifier.clone();
+        let db = conductor.db().clone();
+        let every = Duration::from_secs(1);
+        services::spawn_periodic(tracker, shutdown, "webhook", every, move || {
+            let (notifier, db) = (notifier.clone(), db.clone());
             async move {
-                notifier.deliver_due().await;
+                if holds_lease(&db, "webhook", every).await {
+                    notifier.deliver_due().await;
+                }
             }
         });
     }
     let c = conductor.clone();
-    services::spawn_periodic(
-        tracker,
-        shutdown,
-        "deploy expiry",
-        Duration::from_secs(5),
-        move || {
-            let c = c.clone();
-            async move {
-                if let Err(e) = c.expire_deployments().await {
-                    tracing::warn!(error = %e, "expiring deployments");
-                }
+    let every = Duration::from_secs(5);
+    services::spawn_periodic(tracker, shutdown, "deploy expiry", every, move || {
+        let c = c.clone();
+        async move {
+            if !holds_lease(c.db(), "deploy expiry", every).await {
+                return;
             }
-        },
-    );
+            if let Err(e) = c.expire_deployments().await {
+                tracing::warn!(error = %e, "expiring deployments");
+            }
+        }
+    });
     let power_every = config.conductor.power_sync_interval;
     if power_every > 0 {
         let c = conductor.clone();
@@ -371,6 +413,9 @@ fn start_services(
         services::spawn_periodic(tracker, shutdown, "power sync", every, move || {
             let c = c.clone();
             async move {
+                if !holds_lease(c.db(), "power sync", every).await {
+                    return;
+                }
                 if let Err(e) = c.sync_power_states().await {
                     tracing::warn!(error = %e, "power state sync");
                 }
@@ -380,9 +425,13 @@ fn start_services(
     let volume_every = config.cinder.sync_interval;
     if let Some(cinder) = cinder.filter(|_| volume_every > 0) {
         let every = Duration::from_secs(volume_every);
+        let db = conductor.db().clone();
         services::spawn_periodic(tracker, shutdown, "cinder sync", every, move || {
-            let cinder = cinder.clone();
+            let (cinder, db) = (cinder.clone(), db.clone());
             async move {
+                if !holds_lease(&db, "cinder sync", every).await {
+                    return;
+                }
                 if let Err(e) = cinder.recover().await {
                     tracing::warn!(error = %e, "volume recovery pass failed");
                 }
@@ -435,10 +484,11 @@ pub fn start_snapshot(
     heart: Heart,
     public_url: &crate::public_url::PublicUrl,
 ) -> Result<SnapshotHandle> {
-    let db = Db::open(&config.database.path)
-        .with_context(|| format!("opening {}", config.database.path.display()))?;
+    let db = Db::open_config(&config.database)
+        .with_context(|| format!("opening {}", config.database.shown()))?;
     let templates = Templates::new(config.boot.templates_dir.as_deref())?;
-    let first = build_snapshot(&db, &templates, config, metrics, &public_url.get())?;
+    let first_peers = peers(&db);
+    let first = build_snapshot(&db, &templates, config, metrics, &public_url.get(), &first_peers)?;
     let current = Arc::new(ArcSwap::from_pointee(first));
     let (reload, requests) = mpsc::channel();
     let watcher = Watcher {
@@ -451,6 +501,7 @@ pub fn start_snapshot(
         metrics: Arc::clone(metrics),
         heart,
         public_url: public_url.clone(),
+        peers: first_peers,
     };
     tracker.spawn_blocking(move || watcher.run());
     Ok(SnapshotHandle { current, reload })
@@ -459,16 +510,41 @@ pub fn start_snapshot(
 /// Nodes read and rendered at a time when the snapshot is built.
 const SNAPSHOT_PAGE: usize = 256;
 
+/// How recent an instance's heartbeat must be for scripts to fall back to it (seconds).
+const PEER_FRESH_SECS: i64 = 20;
+
+/// The boot URLs of the other live instances on the database (PostgreSQL; none on SQLite),
+/// sorted.
+fn peers(db: &Db) -> Vec<String> {
+    if !db.is_postgres() {
+        return Vec::new();
+    }
+    let since = i64::try_from(crate::timefmt::now_unix()).unwrap_or(i64::MAX) - PEER_FRESH_SECS;
+    let mut urls: Vec<String> = match db.live_instances(since) {
+        Ok(live) => {
+            live.into_iter().filter(|i| i.id != crate::db::serve_id()).map(|i| i.boot_url).collect()
+        }
+        Err(_) => return Vec::new(),
+    };
+    urls.sort();
+    urls.dedup();
+    urls
+}
+
 fn build_snapshot(
     db: &Db,
     templates: &Templates,
     config: &Config,
     metrics: &Metrics,
     public_url: &str,
+    peers: &[String],
 ) -> Result<BootSnapshot> {
     let started = Instant::now();
-    let settings =
-        crate::boot::BootSettings { public_url: public_url.to_owned(), ..config.boot_settings() };
+    let settings = crate::boot::BootSettings {
+        public_url: public_url.to_owned(),
+        peers: peers.to_vec(),
+        ..config.boot_settings()
+    };
     let mut builder =
         SnapshotBuilder::new(templates, &settings, config.default.default_storage_interface, 0);
     // A page at a time: the decoded records of every node at once would cost more memory than
@@ -496,11 +572,13 @@ struct Watcher {
     templates: Templates,
     config: Config,
     current: Arc<ArcSwap<BootSnapshot>>,
-    requests: mpsc::Receiver<()>,
+    requests: mpsc::Receiver<Wake>,
     shutdown: CancellationToken,
     metrics: Arc<Metrics>,
     heart: Heart,
     public_url: crate::public_url::PublicUrl,
+    /// The peers the current snapshot's generic script falls back to.
+    peers: Vec<String>,
 }
 
 /// The longest the watcher sleeps before it answers its liveness tick, whatever
@@ -516,15 +594,26 @@ impl Watcher {
             self.heart.answer();
             let wait = next_check.saturating_duration_since(Instant::now()).min(WATCHER_WAKE);
             let requested = match self.requests.recv_timeout(wait) {
-                Ok(()) => true,
+                Ok(Wake::Reload) => true,
+                Ok(Wake::Changed) => false,
                 Err(mpsc::RecvTimeoutError::Timeout) if Instant::now() < next_check => continue,
                 Err(mpsc::RecvTimeoutError::Timeout) => false,
                 Err(mpsc::RecvTimeoutError::Disconnected) => return,
             };
             next_check = Instant::now() + interval;
             let version = self.db.data_version().ok();
-            if !requested && version == seen {
+            let peers = peers(&self.db);
+            let peers_changed = version.is_some() && peers != self.peers;
+            if !requested && version == seen && !peers_changed {
                 continue;
+            }
+            if !requested && self.db.is_postgres() {
+                if version.is_none() {
+                    // PostgreSQL unreachable: keep serving this snapshot; its connection is
+                    // retried at the next check, and the change log is read from `seen` then.
+                    continue;
+                }
+                self.log_changes(seen, version);
             }
             if requested {
                 // SIGHUP: data and templates are re-read; the configuration is not.
@@ -536,10 +625,20 @@ impl Watcher {
                 }
             }
             let url = self.public_url.get();
-            match build_snapshot(&self.db, &self.templates, &self.config, &self.metrics, &url) {
+            match build_snapshot(
+                &self.db,
+                &self.templates,
+                &self.config,
+                &self.metrics,
+                &url,
+                &peers,
+            ) {
                 Ok(snapshot) => {
                     self.current.store(Arc::new(snapshot));
-                    seen = version;
+                    self.peers = peers;
+                    if version.is_some() {
+                        seen = version;
+                    }
                 }
                 Err(e) => {
                     self.metrics.snapshot_failed();
@@ -549,6 +648,87 @@ impl Watcher {
         }
     }
 }
+
+impl Watcher {
+    /// What the change log says happened between `seen` and `now` (PostgreSQL), for the log.
+    /// The snapshot is rebuilt whole either way; a reader behind the pruned log notices here.
+    fn log_changes(&self, seen: Option<i64>, now: Option<i64>) {
+        let (Some(seen), Some(now)) = (seen, now) else { return };
+        match self.db.changes_since(seen, 1000) {
+            Ok(Some(changes)) => tracing::info!(
+                from = seen,
+                to = now,
+                changes = changes.len(),
+                first = ?changes.first().map(|c| format!("{} {} {}", c.op, c.entity, c.key)),
+                "catching up by change seq"
+            ),
+            Ok(None) => tracing::warn!(
+                from = seen,
+                to = now,
+                "behind the pruned change log: reloading everything"
+            ),
+            Err(e) => tracing::warn!(error = %e, "cannot read the change log"),
+        }
+    }
+}
+
+/// Whether this instance holds lease `name` (taking or renewing it): work that must run once at
+/// a time across instances on one database runs only where this is true. The lease outlives
+/// three passes (at least 15 s), so a dead holder's work moves to another instance after that.
+async fn holds_lease(db: &crate::db::SharedDb, name: &'static str, every: Duration) -> bool {
+    let ttl = i64::try_from((every * 3).as_secs()).unwrap_or(i64::MAX).max(15);
+    let now = i64::try_from(crate::timefmt::now_unix()).unwrap_or(i64::MAX);
+    match db.run(move |db| db.try_lease(name, crate::db::serve_id(), now, ttl)).await {
+        Ok(held) => held,
+        Err(e) => {
+            tracing::debug!(lease = name, error = %e, "lease not taken");
+            false
+        }
+    }
+}
+
+/// PostgreSQL only: this instance's heartbeat in the registry (its boot URL is what the other
+/// instances' scripts fall back to), and recovery of actions that an instance which died left
+/// behind (under a lease, as after a crash at start).
+fn start_cluster_services(
+    public_url: &crate::public_url::PublicUrl,
+    conductor: &Conductor,
+    tracker: &TaskTracker,
+    shutdown: &CancellationToken,
+) {
+    let beat = |db: crate::db::SharedDb, url: crate::public_url::PublicUrl| async move {
+        let now = i64::try_from(crate::timefmt::now_unix()).unwrap_or(i64::MAX);
+        let url = url.get().to_string();
+        if let Err(e) = db.run(move |db| db.heartbeat(crate::db::serve_id(), &url, now)).await {
+            tracing::debug!(error = %e, "heartbeat not recorded");
+        }
+    };
+    let (db, url) = (conductor.db().clone(), public_url.clone());
+    services::spawn_once(tracker, shutdown, "first heartbeat", beat(db.clone(), url.clone()));
+    services::spawn_periodic(tracker, shutdown, "heartbeat", HEARTBEAT, move || {
+        beat(db.clone(), url.clone())
+    });
+    let c = conductor.clone();
+    let every = Duration::from_secs(30);
+    services::spawn_periodic(tracker, shutdown, "peer recovery", every, move || {
+        let c = c.clone();
+        async move {
+            if !holds_lease(c.db(), "recovery", every).await {
+                return;
+            }
+            match c.recover_interrupted().await {
+                Ok(done) if !done.is_empty() => {
+                    tracing::warn!(nodes = ?done, "actions of an instance that is gone ended")
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "recovering other instances' actions"),
+            }
+        }
+    });
+}
+
+/// How often an instance records its heartbeat.
+const HEARTBEAT: Duration = Duration::from_secs(5);
 
 type Signals = (
     std::io::Result<tokio::signal::unix::Signal>,

@@ -38,6 +38,9 @@ pub struct Cli {
 pub enum Command {
     /// Validate a configuration file and print the settings in effect.
     CheckConfig,
+    /// Copy a single box's SQLite database into an empty PostgreSQL database, then check every
+    /// table (row count and SHA-256 on both sides) before reporting success.
+    MigrateToPostgres(MigrateArgs),
     /// Create or update nodes from an inventory file (JSON, or TOML by extension), all or nothing.
     Apply {
         file: PathBuf,
@@ -156,11 +159,29 @@ pub enum NodeAction {
     },
 }
 
+/// `bootvol migrate-to-postgres`'s arguments.
+#[derive(Debug, clap::Args)]
+pub struct MigrateArgs {
+    /// The SQLite database of the single box (`[database] path`).
+    #[arg(long)]
+    from: PathBuf,
+    /// The PostgreSQL database: `postgres://user@host:port/db[?sslmode=require]`, empty.
+    #[arg(long)]
+    to: String,
+    /// A file holding the PostgreSQL password.
+    #[arg(long)]
+    password_file: Option<PathBuf>,
+    /// CA certificates (PEM) for `sslmode=require`.
+    #[arg(long)]
+    ca_file: Option<PathBuf>,
+}
+
 /// Runs one command.
 pub fn run(cli: Cli, out: &mut dyn Write) -> Result<()> {
     match cli.command {
         Command::Demo { print, http, tftp, api } => demo(print, [http, tftp, api], out),
         Command::Reload { pid } => reload(pid),
+        Command::MigrateToPostgres(args) => migrate_to_postgres(&args, out),
         command => {
             let (mut config, origin) = load_config(cli.config.as_deref())?;
             if !matches!(command, Command::CheckConfig | Command::Serve)
@@ -181,10 +202,39 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<()> {
                 Command::Events { node, json, limit } => {
                     events(&config, node.as_deref(), json, limit, out)
                 }
-                Command::Demo { .. } | Command::Reload { .. } => unreachable_demo(),
+                Command::Demo { .. } | Command::Reload { .. } | Command::MigrateToPostgres(_) => {
+                    unreachable_demo()
+                }
             }
         }
     }
+}
+
+fn migrate_to_postgres(args: &MigrateArgs, out: &mut dyn Write) -> Result<()> {
+    if !args.from.is_file() {
+        bail!("{}: no such SQLite database", args.from.display());
+    }
+    let source =
+        Db::open(&args.from).with_context(|| format!("opening {}", args.from.display()))?;
+    let target = crate::db::PostgresTarget::new(
+        &args.to,
+        args.password_file.as_deref(),
+        args.ca_file.as_deref(),
+    )
+    .map_err(anyhow::Error::msg)?;
+    let shown = target.shown.clone();
+    let dest = Db::open_postgres(std::sync::Arc::new(target))
+        .with_context(|| format!("connecting to {shown}"))?;
+    let checks = source.copy_to_postgres(&dest)?;
+    for check in &checks {
+        writeln!(out, "{:<20} {:>8} rows  sha256 {}", check.table, check.rows, check.checksum)?;
+    }
+    writeln!(
+        out,
+        "migrated {} to {shown}: every table checked (rows and checksum); set [database] url = \"{shown}\" and remove path",
+        args.from.display()
+    )?;
+    Ok(())
 }
 
 fn unreachable_demo() -> Result<()> {
@@ -213,15 +263,18 @@ fn check_config(config: &Config, origin: &str, out: &mut dyn Write) -> Result<()
     // The limit `serve` will run with: it raises the soft limit to the hard one.
     let (_, hard) = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)?;
     config.check_descriptors(hard, origin)?;
+    let database = crate::db::Target::from_config(&config.database)
+        .map_err(|m| anyhow::anyhow!("{origin}: {m}"))?;
     writeln!(out, "{origin}: OK")?;
+    writeln!(out, "{}", database.describe())?;
     writeln!(out, "{}", crate::public_url::explain(config))?;
     writeln!(out, "{config:#?}")?;
     Ok(())
 }
 
 fn open_db(config: &Config) -> Result<Db> {
-    Db::open(&config.database.path)
-        .with_context(|| format!("opening {}", config.database.path.display()))
+    Db::open_config(&config.database)
+        .with_context(|| format!("opening {}", config.database.shown()))
 }
 
 fn apply(config: &Config, file: &Path, prune: bool, out: &mut dyn Write) -> Result<()> {

@@ -171,10 +171,19 @@ impl Default for DefaultSection {
     }
 }
 
+/// Where the data lives: a SQLite file (`path`, the default: one box) or a PostgreSQL server
+/// (`url`: several appliances on one database). Exactly one of the two.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
+#[serde(try_from = "RawDatabaseSection")]
 pub struct DatabaseSection {
     pub path: PathBuf,
+    /// `postgres://user@host:port/db[?sslmode=require]`: PostgreSQL instead of `path`.
+    pub url: Option<String>,
+    /// The PostgreSQL password, in a file of its own (never in the configuration).
+    pub password_file: Option<PathBuf>,
+    /// The CA certificates (PEM) the PostgreSQL server's certificate must chain to, when the
+    /// URL asks for TLS.
+    pub ca_file: Option<PathBuf>,
     /// How often `bootvol serve` checks whether another process (such as `bootvol apply`)
     /// changed the database, in milliseconds.
     pub watch_interval_ms: u64,
@@ -184,7 +193,51 @@ impl Default for DatabaseSection {
     fn default() -> Self {
         DatabaseSection {
             path: PathBuf::from("/var/lib/bootvol/bootvol.db"),
+            url: None,
+            password_file: None,
+            ca_file: None,
             watch_interval_ms: 500,
+        }
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RawDatabaseSection {
+    path: Option<PathBuf>,
+    url: Option<String>,
+    password_file: Option<PathBuf>,
+    ca_file: Option<PathBuf>,
+    watch_interval_ms: Option<u64>,
+}
+
+impl TryFrom<RawDatabaseSection> for DatabaseSection {
+    type Error = String;
+
+    fn try_from(raw: RawDatabaseSection) -> Result<Self, String> {
+        let default = DatabaseSection::default();
+        if raw.path.is_some() && raw.url.is_some() {
+            return Err("set either path (SQLite) or url (PostgreSQL), not both".into());
+        }
+        if raw.url.is_none() && (raw.password_file.is_some() || raw.ca_file.is_some()) {
+            return Err("password_file and ca_file go with url (PostgreSQL)".into());
+        }
+        Ok(DatabaseSection {
+            path: raw.path.unwrap_or(default.path),
+            url: raw.url,
+            password_file: raw.password_file,
+            ca_file: raw.ca_file,
+            watch_interval_ms: raw.watch_interval_ms.unwrap_or(default.watch_interval_ms),
+        })
+    }
+}
+
+impl DatabaseSection {
+    /// What a message names the database by: the file, or the URL.
+    pub fn shown(&self) -> String {
+        match &self.url {
+            Some(url) => url.clone(),
+            None => self.path.display().to_string(),
         }
     }
 }
@@ -607,6 +660,11 @@ impl DhcpSection {
 /// for a file being read.
 pub const RESERVED_DESCRIPTORS: u64 = 24;
 
+/// What the PostgreSQL engine holds beyond [`RESERVED_DESCRIPTORS`]: three sync clients (each a
+/// socket, and its own runtime's epoll and event descriptors) and the change listener's socket,
+/// in place of the SQLite files; measured at 12 more.
+pub const POSTGRES_DESCRIPTORS: u64 = 16;
+
 fn check_connection_limits(
     section: &str,
     limits: &ConnectionLimits,
@@ -704,6 +762,19 @@ impl Config {
                 .any(|c| c.is_whitespace() || c.is_control() || c == '"')
             {
                 return Err(("api.public_endpoint", "must be a plain URL".into()));
+            }
+        }
+        if let Some(url) = &self.database.url
+            && !(url.starts_with("postgres://") || url.starts_with("postgresql://"))
+        {
+            return Err(("database.url", "must start with postgres:// or postgresql://".into()));
+        }
+        for (key, path) in [
+            ("database.password_file", self.database.password_file.as_ref()),
+            ("database.ca_file", self.database.ca_file.as_ref()),
+        ] {
+            if let Some(path) = path.filter(|p| !p.is_absolute()) {
+                return Err((key, format!("{} is not an absolute path", path.display())));
             }
         }
         for (key, path) in [
@@ -924,7 +995,11 @@ impl Config {
         ]
         .iter()
         .map(|&cap| cap as u64)
-        .fold(RESERVED_DESCRIPTORS, u64::saturating_add)
+        .fold(
+            RESERVED_DESCRIPTORS
+                + if self.database.url.is_some() { POSTGRES_DESCRIPTORS } else { 0 },
+            u64::saturating_add,
+        )
     }
 
     /// Refuses caps that cannot fit in `limit` descriptors (`RLIMIT_NOFILE` as `serve` gets
@@ -934,12 +1009,14 @@ impl Config {
         if needed <= limit {
             return Ok(());
         }
+        let own = RESERVED_DESCRIPTORS
+            + if self.database.url.is_some() { POSTGRES_DESCRIPTORS } else { 0 };
         Err(ConfigError::Invalid {
             origin: origin.into(),
             key: "http.max_connections",
             message: format!(
                 "http.max_connections ({}) + api.max_connections ({}) + tftp.max_transfers ({}) \
-                 + {RESERVED_DESCRIPTORS} for the process need {needed} file descriptors; the \
+                 + {own} for the process need {needed} file descriptors; the \
                  limit is {limit} (RLIMIT_NOFILE: raise LimitNOFILE= in the unit, or lower the caps)",
                 self.http.max_connections, self.api.max_connections, self.tftp.max_transfers
             ),
@@ -949,6 +1026,7 @@ impl Config {
     /// What the renderer needs.
     pub fn boot_settings(&self) -> BootSettings {
         BootSettings {
+            peers: Vec::new(),
             public_url: self.http.public_url.clone(),
             san_attempts: self.boot.san_attempts,
             san_retry_delay: self.boot.san_retry_delay,

@@ -34,6 +34,12 @@ const QUEUE_LINES: usize = 16 * 1024;
 pub fn init(default_filter: &str) -> Option<WorkerGuard> {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter));
+    // The PostgreSQL client logs statements with their parameters (CHAP secrets among them) at
+    // debug level: never below info, whatever RUST_LOG asks.
+    let filter = ["tokio_postgres=info", "postgres=info"]
+        .into_iter()
+        .filter_map(|d| d.parse().ok())
+        .fold(filter, tracing_subscriber::EnvFilter::add_directive);
     let (writer, guard) = NonBlockingBuilder::default()
         .lossy(false)
         .buffered_lines_limit(QUEUE_LINES)

@@ -347,6 +347,8 @@ pub struct Metrics {
     nodes: Vec<AtomicU64>,
     boot_listeners_up: AtomicBool,
     database_readable: AtomicBool,
+    /// PostgreSQL: whether the change listener's connection is up (always 1 on SQLite).
+    database_connected: AtomicBool,
     /// `[message][arch][result]`, flattened ([`Metrics::dhcp_slot`]).
     dhcp_packets: Vec<AtomicU64>,
     /// `[driver][call][result]`, flattened ([`Metrics::bmc_slot`]).
@@ -475,6 +477,7 @@ impl Metrics {
             nodes: zeros(ProvisionState::ALL.len()),
             boot_listeners_up: AtomicBool::new(false),
             database_readable: AtomicBool::new(true),
+            database_connected: AtomicBool::new(true),
             dhcp_packets: zeros(
                 DhcpMessage::ALL.len() * (DHCP_ARCHES.len() + 2) * DhcpResult::ALL.len(),
             ),
@@ -602,6 +605,11 @@ impl Metrics {
         self.boot_listeners_up.store(up, Relaxed);
     }
 
+    /// Whether the connection to the database engine (PostgreSQL's change listener) is up.
+    pub fn set_database_connected(&self, up: bool) {
+        self.database_connected.store(up, Relaxed);
+    }
+
     /// Reads the last sync pass, recording whether the database could be read at all.
     async fn read_db(&self) -> Result<Option<SyncStatus>, String> {
         let Some(db) = &self.db else { return Ok(None) };
@@ -627,8 +635,11 @@ impl Metrics {
             problems.push("no boot snapshot is built yet".to_owned());
         }
         let database = match self.read_db().await {
-            Ok(_) => "database: readable".to_owned(),
-            Err(e) => format!("database: unreadable ({e}); boots are served from the snapshot"),
+            Ok(_) if self.database_connected.load(Relaxed) => "database: readable".to_owned(),
+            Ok(_) => "database: readable; degraded: the change listener is disconnected (changes arrive by polling)".to_owned(),
+            Err(e) => format!(
+                "database: unreadable ({e}); degraded: boots are served from the snapshot, writes answer 503"
+            ),
         };
         let ready = problems.is_empty();
         let mut text = if ready {
@@ -801,6 +812,13 @@ impl Collector for Scrape {
             MetricType::Gauge,
         )?;
         gauge(family, i64::from(m.database_readable.load(Relaxed)))?;
+        let family = e.encode_descriptor(
+            "bootvol_database_connected",
+            "1 while the connection to the database engine is up (PostgreSQL's change listener; always 1 on SQLite).",
+            None,
+            MetricType::Gauge,
+        )?;
+        gauge(family, i64::from(m.database_connected.load(Relaxed)))?;
         encode_dhcp(&mut e, m)?;
         encode_bmc(&mut e, m)?;
         if let Some(sync) = &self.sync {

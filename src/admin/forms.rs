@@ -46,6 +46,7 @@ fn status_of(e: &NodeError) -> StatusCode {
         NodeError::Invalid(_) => StatusCode::BAD_REQUEST,
         NodeError::Conflict(_) | NodeError::Locked(_) => StatusCode::CONFLICT,
         NodeError::Database(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        NodeError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
     }
 }
 

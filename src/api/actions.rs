@@ -25,6 +25,7 @@ pub(super) fn map_conductor(e: ConductorError) -> ApiError {
         )),
         ConductorError::Refused(m) => ApiError::conflict(m),
         ConductorError::Failed(m) => ApiError::bad_request(m),
+        ConductorError::Db(e) if e.is_unavailable() => ApiError::unavailable(e.to_string()),
         ConductorError::Db(e) => {
             tracing::error!(error = %e, "API database error");
             ApiError::internal(e.to_string())

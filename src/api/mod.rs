@@ -408,6 +408,10 @@ impl ApiError {
     pub(crate) fn not_acceptable(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::NOT_ACCEPTABLE, message)
     }
+    /// 503: the database cannot be reached; the same request may succeed later.
+    pub(crate) fn unavailable(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, message)
+    }
     pub(crate) fn internal(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, message)
     }
@@ -449,6 +453,7 @@ impl From<NodeError> for ApiError {
             NodeError::Invalid(m) => ApiError::bad_request(m),
             NodeError::Conflict(m) | NodeError::Locked(m) => ApiError::conflict(m),
             NodeError::Database(m) => ApiError::internal(format!("database: {m}")),
+            NodeError::Unavailable(m) => ApiError::unavailable(format!("database: {m}")),
         }
     }
 }

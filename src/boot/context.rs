@@ -23,6 +23,9 @@ pub struct BootSettings {
     pub san_attempts: u32,
     /// Seconds between attempts.
     pub san_retry_delay: u32,
+    /// The boot URLs of the other live instances on the same database (PostgreSQL), which the
+    /// generic script falls back to when this one does not answer; empty on one box.
+    pub peers: Vec<String>,
 }
 
 /// Everything a template prints. `template` names the template that prints it.

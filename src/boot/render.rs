@@ -78,13 +78,25 @@ impl Templates {
 
     /// Renders the generic `boot.ipxe` every iPXE client chains to: it looks up each of the
     /// first `nics` NICs' MAC at `public_url`.
-    pub fn render_generic(&self, public_url: &str, nics: u32) -> Result<String, RenderError> {
+    /// `peers`: other instances' boot URLs, tried after `public_url` for each NIC (a value that
+    /// is not a plain script value is left out).
+    pub fn render_generic(
+        &self,
+        public_url: &str,
+        peers: &[String],
+        nics: u32,
+    ) -> Result<String, RenderError> {
         let name = "ipxe/boot.ipxe.j2";
         let failed = |e: Error| RenderError { template: name.into(), message: describe(&e) };
         let template = self.env.get_template(name).map_err(failed)?;
         let nics: Vec<u32> = (0..nics).collect();
+        let peers: Vec<String> = peers
+            .iter()
+            .filter(|p| *p != public_url && crate::model::check_script_value(p).is_ok())
+            .cloned()
+            .collect();
         template
-            .render(minijinja::context! { public_url => public_url, nics => nics })
+            .render(minijinja::context! { public_url => public_url, peers => peers, nics => nics })
             .map_err(failed)
     }
 

@@ -105,9 +105,11 @@ impl<'a> SnapshotBuilder<'a> {
 
     /// The snapshot, with the generic script rendered.
     pub fn finish(mut self) -> Result<BootSnapshot, RenderError> {
-        let generic = Bytes::from(
-            self.templates.render_generic(&self.settings.public_url, GENERIC_SCRIPT_NICS)?,
-        );
+        let generic = Bytes::from(self.templates.render_generic(
+            &self.settings.public_url,
+            &self.settings.peers,
+            GENERIC_SCRIPT_NICS,
+        )?);
         self.by_mac.shrink_to_fit();
         Ok(BootSnapshot {
             by_mac: self.by_mac,

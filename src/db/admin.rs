@@ -1,53 +1,65 @@
 //! What the admin page keeps across restarts: its session signing key (`admin_keys`) and the
 //! sessions logged out before their end (`admin_logouts`).
 
-use rusqlite::{OptionalExtension, params};
-
+use super::engine::args;
 use super::{Db, DbError};
 
 impl Db {
-    /// The key named `name`, made from `fresh` the first time it is asked for (the first
-    /// writer wins when two processes race).
+    /// The signing key named `name`: `fresh` is stored the first time, and the stored one is
+    /// returned ever after (so every instance and every restart signs alike). Kept as hex text.
     pub fn admin_key(&self, name: &str, fresh: &[u8]) -> Result<Vec<u8>, DbError> {
         self.conn.execute(
             "INSERT INTO admin_keys (name, key) VALUES (?1, ?2) ON CONFLICT (name) DO NOTHING",
-            params![name, fresh],
+            args![name, hex(fresh)],
         )?;
-        let key: Option<Vec<u8>> = self
-            .conn
-            .query_row("SELECT key FROM admin_keys WHERE name = ?1", [name], |r| r.get(0))
-            .optional()?;
-        key.ok_or_else(|| DbError::Corrupt {
+        let corrupt = |message: &str| DbError::Corrupt {
             table: "admin_keys",
             key: name.to_owned(),
-            message: "missing after insert".into(),
-        })
+            message: message.into(),
+        };
+        let key: String = self
+            .conn
+            .query_opt("SELECT key FROM admin_keys WHERE name = ?1", args![name])?
+            .ok_or_else(|| corrupt("missing after insert"))?
+            .get(0)?;
+        unhex(&key).ok_or_else(|| corrupt("not hexadecimal"))
     }
 
-    /// Records a session logged out, until `expires_at` (Unix seconds), and forgets those
-    /// whose time has passed at `now`.
+    /// Records a logged-out session until `expires_at` (Unix seconds), forgetting those
+    /// expired at `now`.
     pub fn add_admin_logout(
         &self,
         session: &str,
         expires_at: i64,
         now: i64,
     ) -> Result<(), DbError> {
-        self.conn.execute("DELETE FROM admin_logouts WHERE expires_at <= ?1", [now])?;
+        self.conn.execute("DELETE FROM admin_logouts WHERE expires_at <= ?1", args![now])?;
         self.conn.execute(
             "INSERT INTO admin_logouts (session, expires_at) VALUES (?1, ?2) \
              ON CONFLICT (session) DO NOTHING",
-            params![session, expires_at],
+            args![session, expires_at],
         )?;
         Ok(())
     }
 
-    /// The sessions logged out that would still be live at `now`.
+    /// The sessions logged out and not yet expired at `now`.
     pub fn admin_logouts(&self, now: i64) -> Result<Vec<String>, DbError> {
-        let mut statement =
-            self.conn.prepare("SELECT session FROM admin_logouts WHERE expires_at > ?1")?;
-        let rows = statement.query_map([now], |r| r.get(0))?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        let rows = self
+            .conn
+            .query("SELECT session FROM admin_logouts WHERE expires_at > ?1", args![now])?;
+        rows.iter().map(|r| r.get(0)).collect()
     }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(text: &str) -> Option<Vec<u8>> {
+    if !text.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..text.len()).step_by(2).map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok()).collect()
 }
 
 #[cfg(test)]
@@ -65,7 +77,7 @@ mod tests {
         assert_eq!(db.admin_logouts(200).unwrap(), ["b"]);
         db.add_admin_logout("c", 400, 200).unwrap();
         let rows: i64 =
-            db.conn.query_row("SELECT COUNT(*) FROM admin_logouts", [], |r| r.get(0)).unwrap();
+            db.conn.query_one("SELECT COUNT(*) FROM admin_logouts", &[]).unwrap().get(0).unwrap();
         assert_eq!(rows, 2, "the expired one is gone");
     }
 }

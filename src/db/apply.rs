@@ -5,7 +5,7 @@
 
 use std::collections::HashSet;
 
-use rusqlite::{Transaction, params};
+use super::engine::{Tx, args};
 
 use super::rows::node_id;
 use super::writes::{
@@ -34,12 +34,6 @@ pub enum ApplyError {
     Db(#[from] DbError),
 }
 
-impl From<rusqlite::Error> for ApplyError {
-    fn from(e: rusqlite::Error) -> Self {
-        ApplyError::Db(DbError::Sqlite(e))
-    }
-}
-
 impl Db {
     /// Applies validated node specs. With `prune`, nodes absent from `specs` are deleted.
     pub fn apply_inventory(
@@ -48,19 +42,20 @@ impl Db {
         prune: bool,
     ) -> Result<ApplyReport, ApplyError> {
         let existing: Vec<NodeRecord> = self.node_records()?;
-        let tx = self.conn.transaction()?;
+        let tx = self.conn.begin()?;
         let mut report = ApplyReport::default();
         let mut errors = Vec::new();
         if prune {
             let keep: HashSet<&str> = specs.iter().map(|s| s.name.as_str()).collect();
             for record in existing.iter().filter(|r| !keep.contains(r.node.name.as_str())) {
                 // Unlike Ironic, a node is never deleted with volumes still attached in Cinder.
-                let live: i64 = tx.query_row(
-                    "SELECT COUNT(*) FROM volume_attachments WHERE node_uuid = ?1 \
-                     AND (state IN ('attaching', 'attached', 'detaching') OR (state = 'failed' AND step != 'undone'))",
-                    params![record.node.uuid],
-                    |r| r.get(0),
-                )?;
+                let live: i64 = tx
+                    .query_one(
+                        "SELECT COUNT(*) FROM volume_attachments WHERE node_uuid = ?1 \
+                         AND (state IN ('attaching', 'attached', 'detaching') OR (state = 'failed' AND step != 'undone'))",
+                        args![&record.node.uuid],
+                    )?
+                    .get(0)?;
                 if live > 0 {
                     errors.push(format!(
                         "node {}: has volumes attached; detach them (bootvol volumes detach {}) before pruning it",
@@ -70,9 +65,10 @@ impl Db {
                 }
                 tx.execute(
                     "DELETE FROM volume_attachments WHERE node_uuid = ?1",
-                    params![record.node.uuid],
+                    args![&record.node.uuid],
                 )?;
-                tx.execute("DELETE FROM nodes WHERE uuid = ?1", params![record.node.uuid])?;
+                tx.execute("DELETE FROM nodes WHERE uuid = ?1", args![&record.node.uuid])?;
+                tx.changed("nodes", &record.node.uuid, "delete");
                 report.deleted.push(record.node.name.clone());
             }
         }
@@ -128,11 +124,11 @@ fn find<'a>(existing: &'a [NodeRecord], spec: &NodeSpec) -> Option<&'a NodeRecor
 /// Inserts or updates the node row (masked secrets keep the stored ones); returns its id and
 /// whether anything changed.
 fn upsert_node(
-    tx: &Transaction<'_>,
+    tx: &Tx<'_>,
     spec: &NodeSpec,
     stored: Option<&NodeRecord>,
 ) -> Result<(i64, bool), String> {
-    let sql_error = |e: rusqlite::Error| e.to_string();
+    let sql_error = |e: DbError| e.to_string();
     let mut spec = NodeSpec {
         ports: Vec::new(),
         volume_connectors: Vec::new(),
@@ -174,10 +170,10 @@ fn upsert_node(
 
 /// Deletes the stored children the spec no longer lists (matched by their natural keys).
 fn remove_unlisted_children(
-    tx: &Transaction<'_>,
+    tx: &Tx<'_>,
     spec: &NodeSpec,
     stored: Option<&NodeRecord>,
-) -> Result<(), rusqlite::Error> {
+) -> Result<(), DbError> {
     let Some(record) = stored else { return Ok(()) };
     let ports = record
         .ports
@@ -213,7 +209,7 @@ fn same_target(spec: &TargetSpec, stored: &VolumeTarget) -> bool {
 
 /// Inserts or updates ports, connectors and targets; returns whether anything changed.
 fn upsert_children(
-    tx: &Transaction<'_>,
+    tx: &Tx<'_>,
     spec: &NodeSpec,
     node_id: i64,
     stored: Option<&NodeRecord>,
@@ -240,7 +236,7 @@ fn labelled<'a, T: Clone>(
 /// Inserts or updates one child, matched by the row that holds its unique value; an error
 /// starts with the field it is about (`.address: ...`).
 fn upsert_child(
-    tx: &Transaction<'_>,
+    tx: &Tx<'_>,
     mut child: ChildSpec,
     node_id: i64,
     stored: Option<&NodeRecord>,
@@ -252,7 +248,7 @@ fn upsert_child(
         t.properties = Some(properties.unwrap_or_default());
         t.restore_secrets(before).map_err(|e| format!(".{e}"))?;
     }
-    let sql_error = |e: rusqlite::Error| format!(": {e}");
+    let sql_error = |e: DbError| format!(": {e}");
     match holder(tx, &child, node_id).map_err(sql_error)? {
         Some(h) if h.node_id != node_id => Err(match &child {
             ChildSpec::Port(p) => {

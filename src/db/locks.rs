@@ -10,7 +10,7 @@
 
 use std::sync::OnceLock;
 
-use rusqlite::{OptionalExtension, params};
+use super::engine::args;
 
 use super::{Db, DbError};
 
@@ -149,7 +149,7 @@ impl Db {
             let taken = self.conn.execute(
                 "INSERT INTO node_locks (node_uuid, action, pid, process_start, instance_id, nonce, lease_expires_at) \
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (node_uuid) DO NOTHING",
-                params![node_uuid, token.verb, token.process.pid, token.process.start, token.instance, token.nonce, until],
+                args![node_uuid, &token.verb, token.process.pid, &token.process.start, &token.instance, &token.nonce, until],
             )?;
             return match taken {
                 1 => Ok(Ok(())),
@@ -179,17 +179,17 @@ impl Db {
              nonce = ?6, lease_expires_at = ?7, \
              acquired_at = CASE WHEN nonce = ?6 THEN acquired_at ELSE strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now') END \
              WHERE node_uuid = ?1 AND nonce = ?8 AND pid = ?9 AND process_start = ?10",
-            params![
+            args![
                 node_uuid,
-                token.verb,
+                &token.verb,
                 token.process.pid,
-                token.process.start,
-                token.instance,
-                token.nonce,
+                &token.process.start,
+                &token.instance,
+                &token.nonce,
                 until,
-                holder.nonce,
+                &holder.nonce,
                 holder.pid,
-                holder.process_start
+                &holder.process_start
             ],
         )?;
         if swapped == 1 {
@@ -208,7 +208,7 @@ impl Db {
     ) -> Result<bool, DbError> {
         let renewed = self.conn.execute(
             "UPDATE node_locks SET lease_expires_at = ?3 WHERE node_uuid = ?1 AND nonce = ?2 AND instance_id = ?4",
-            params![node_uuid, token.nonce, until, token.instance],
+            args![node_uuid, &token.nonce, until, &token.instance],
         )?;
         Ok(renewed == 1)
     }
@@ -217,7 +217,7 @@ impl Db {
     pub fn unlock_node(&self, node_uuid: &str, token: &ActionToken) -> Result<(), DbError> {
         self.conn.execute(
             "DELETE FROM node_locks WHERE node_uuid = ?1 AND nonce = ?2 AND instance_id = ?3",
-            params![node_uuid, token.nonce, token.instance],
+            args![node_uuid, &token.nonce, &token.instance],
         )?;
         Ok(())
     }
@@ -225,13 +225,15 @@ impl Db {
     pub fn lock_holder(&self, node_uuid: &str) -> Result<Option<LockHolder>, DbError> {
         let row = self
             .conn
-            .query_row(
+            .query_opt(
                 "SELECT action, instance_id, pid, process_start, nonce, acquired_at, lease_expires_at \
                  FROM node_locks WHERE node_uuid = ?1",
-                params![node_uuid],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?)),
-            )
-            .optional()?;
+                args![node_uuid],
+            )?
+            .map(|r| -> Result<_, DbError> {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?))
+            })
+            .transpose()?;
         Ok(row.map(
             |(action, instance, pid, process_start, nonce, acquired_at, lease_expires_at)| {
                 LockHolder {
@@ -314,12 +316,12 @@ mod tests {
         db.conn
             .execute(
                 "INSERT INTO node_locks (node_uuid, action, pid, process_start) VALUES ('n1', 'deploy', 1, ?1)",
-                params![process_start(1).unwrap()],
+                args![process_start(1).unwrap()],
             )
             .unwrap();
         let me = ActionToken::new("power");
         assert!(db.try_lock_node("n1", &me, NOW, 60).unwrap().is_err(), "init runs");
-        db.conn.execute("UPDATE node_locks SET process_start = 'x'", []).unwrap();
+        db.conn.execute("UPDATE node_locks SET process_start = 'x'", &[]).unwrap();
         assert_eq!(db.try_lock_node("n1", &me, NOW, 60).unwrap(), Ok(()));
     }
 }

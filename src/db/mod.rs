@@ -1,6 +1,8 @@
-//! The repository over SQLite: the only module that knows SQL.
+//! The repository over SQLite or PostgreSQL: the only module that knows SQL.
 //!
-//! [`Db`] opens a database file (WAL, foreign keys, a busy timeout) and migrates it; methods are
+//! [`Db`] opens a database file (WAL, foreign keys, a busy timeout) or connects to a PostgreSQL
+//! server, and migrates it (`migrations.rs`: one list of steps per engine, numbered alike);
+//! every statement is written once, and `engine.rs` runs it on either engine. Methods are
 //! named in the domain (`node_record_by_mac`, `apply_inventory`, `write_child`). They are the
 //! seam the node service and the conductor reach the database through: their signatures carry
 //! `model` and `inventory` values, never `rusqlite` types. Values come out as `model` types; a
@@ -10,6 +12,10 @@
 
 mod admin;
 mod apply;
+mod cluster;
+mod copy;
+pub mod engine;
+pub mod listen;
 mod locks;
 mod migrations;
 mod nodes;
@@ -20,12 +26,19 @@ mod sync;
 mod volumes;
 mod writes;
 
+use std::cell::RefCell;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use rusqlite::Connection;
 
+use engine::Conn;
+pub use engine::{Change, PostgresTarget, Target};
+
 pub use apply::{ApplyError, ApplyReport};
+pub use cluster::{Instance, serve_id};
+pub use copy::{CopyError, TableCheck};
 pub use locks::{ActionToken, LEASE_SECS, LockHolder, ProcessId, instance_id};
 pub use shared::{LockError, Locked, NodeLock, SharedDb};
 pub use sync::{SYNC_MESSAGE_LIMIT, SyncPass, SyncPassOutcome, SyncRunner, SyncStatus};
@@ -37,6 +50,13 @@ pub use writes::WriteError;
 pub enum DbError {
     #[error("database: {0}")]
     Sqlite(#[from] rusqlite::Error),
+    #[error("database: {0}")]
+    Postgres(#[from] postgres::Error),
+    /// The engine cannot be reached (PostgreSQL down or the connection lost): writes answer 503.
+    #[error("database unavailable: {0}")]
+    Unavailable(String),
+    #[error("{0}")]
+    Config(String),
     #[error("database migration: {0}")]
     Migration(#[from] rusqlite_migration::Error),
     #[error("cannot create the database folder {path}: {source}")]
@@ -48,10 +68,45 @@ pub enum DbError {
 /// An open, migrated database.
 #[derive(Debug)]
 pub struct Db {
-    conn: Connection,
+    conn: Conn,
+}
+
+impl DbError {
+    /// Whether the engine could not be reached (rather than refusing a statement).
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, DbError::Unavailable(_))
+    }
 }
 
 impl Db {
+    /// Opens the database `target` names: a SQLite file, or a PostgreSQL server.
+    pub fn connect(target: &Target) -> Result<Db, DbError> {
+        match target {
+            Target::Sqlite(path) => Db::open(path),
+            Target::Postgres(pg) => Db::open_postgres(Arc::clone(pg)),
+        }
+    }
+
+    /// Opens the database of `[database]`.
+    pub fn open_config(section: &crate::config::DatabaseSection) -> Result<Db, DbError> {
+        let target = Target::from_config(section).map_err(DbError::Config)?;
+        Db::connect(&target)
+    }
+
+    /// Connects to a PostgreSQL server and migrates its database.
+    pub fn open_postgres(target: Arc<PostgresTarget>) -> Result<Db, DbError> {
+        let client = engine::connect_postgres(&target).map_err(engine::pg_error)?;
+        let db =
+            Db { conn: Conn::Postgres(Box::new(RefCell::new(engine::Pg::new(target, client)))) };
+        migrations::migrate_postgres(&db.conn)?;
+        Ok(db)
+    }
+
+    /// Whether this is the PostgreSQL engine.
+    pub fn is_postgres(&self) -> bool {
+        self.conn.is_postgres()
+    }
+
     /// Opens (creating if needed) the database at `path`, in WAL mode, and migrates it.
     pub fn open(path: &Path) -> Result<Db, DbError> {
         if let Some(folder) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
@@ -80,26 +135,64 @@ impl Db {
         conn.busy_timeout(Duration::from_secs(5))?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
         migrations::migrations().to_latest(&mut conn)?;
-        Ok(Db { conn })
+        Ok(Db { conn: Conn::Sqlite(conn) })
     }
 
-    /// The schema version (`PRAGMA user_version`).
+    /// The schema version (SQLite's `user_version`, PostgreSQL's `schema_version` row).
     pub fn schema_version(&self) -> Result<i64, DbError> {
-        Ok(self.conn.pragma_query_value(None, "user_version", |row| row.get(0))?)
+        match &self.conn {
+            Conn::Sqlite(c) => Ok(c.pragma_query_value(None, "user_version", |row| row.get(0))?),
+            Conn::Postgres(_) => {
+                self.conn.query_one("SELECT version FROM schema_version WHERE id = 1", &[])?.get(0)
+            }
+        }
     }
 
-    /// SQLite's `data_version`: changes when another connection commits, so a reader can
-    /// notice writes by another process (`bootvol apply`) without re-reading everything.
+    /// What changes when another connection commits a change the boot snapshot may depend on:
+    /// SQLite's `data_version` (any commit by another connection, `bootvol apply` included) or,
+    /// on PostgreSQL, the highest change-log `seq`.
     pub fn data_version(&self) -> Result<i64, DbError> {
-        Ok(self.conn.pragma_query_value(None, "data_version", |row| row.get(0))?)
+        match &self.conn {
+            Conn::Sqlite(c) => Ok(c.pragma_query_value(None, "data_version", |row| row.get(0))?),
+            Conn::Postgres(_) => self.conn.change_seq(),
+        }
     }
 
-    /// Frees what this connection's page cache and statement cache hold (`PRAGMA
+    /// The highest change-log `seq` committed.
+    pub fn change_seq(&self) -> Result<i64, DbError> {
+        self.conn.change_seq()
+    }
+
+    /// The changes after `seq`, oldest first (at most `limit`); `None` when the log no longer
+    /// holds every change after `seq` (pruned): the reader reloads everything.
+    pub fn changes_since(&self, seq: i64, limit: u32) -> Result<Option<Vec<Change>>, DbError> {
+        let oldest: Option<i64> =
+            self.conn.query_one("SELECT MIN(seq) FROM change_log", &[])?.get(0)?;
+        let last = self.conn.change_seq()?;
+        if last > seq && oldest.is_none_or(|o| o > seq + 1) {
+            return Ok(None);
+        }
+        let rows = self.conn.query(
+            "SELECT seq, entity, key, op FROM change_log WHERE seq > ?1 ORDER BY seq LIMIT ?2",
+            engine::args![seq, limit],
+        )?;
+        rows.iter()
+            .map(|r| {
+                Ok(Change { seq: r.get(0)?, entity: r.get(1)?, key: r.get(2)?, op: r.get(3)? })
+            })
+            .collect::<Result<Vec<_>, DbError>>()
+            .map(Some)
+    }
+
+    /// Frees what this connection's page cache and statement cache hold (SQLite's `PRAGMA
     /// shrink_memory`): the snapshot watcher reads every row on each rebuild and then sleeps,
-    /// so its cache would only keep the last rebuild's pages resident.
+    /// so its cache would only keep the last rebuild's pages resident. Nothing on PostgreSQL
+    /// (the server caches, not bootvol).
     pub fn release_memory(&self) -> Result<(), DbError> {
-        self.conn.flush_prepared_statement_cache();
-        self.conn.execute_batch("PRAGMA shrink_memory")?;
+        if let Conn::Sqlite(c) = &self.conn {
+            c.flush_prepared_statement_cache();
+            c.execute_batch("PRAGMA shrink_memory")?;
+        }
         Ok(())
     }
 }
@@ -145,10 +238,10 @@ mod tests {
         let record = db.node_record("old").unwrap().unwrap();
         assert_eq!(record.node.storage_interface, None, "no implied default in the database");
         let journal: String =
-            db.conn.pragma_query_value(None, "journal_mode", |r| r.get(0)).unwrap();
+            db.conn.query_one("PRAGMA journal_mode", &[]).unwrap().get(0).unwrap();
         assert_eq!(journal, "wal");
         let synchronous: i64 =
-            db.conn.pragma_query_value(None, "synchronous", |r| r.get(0)).unwrap();
+            db.conn.query_one("PRAGMA synchronous", &[]).unwrap().get(0).unwrap();
         assert_eq!(synchronous, 2, "FULL: every commit is synced before it returns");
         std::fs::remove_dir_all(&dir).unwrap();
     }
@@ -193,7 +286,7 @@ mod tests {
         let second = db.conn.execute(
             "INSERT INTO sync_status (id, ran_by, started_at, finished_at, outcome) \
              VALUES (2, 'cli', 1, 1, 'ok')",
-            [],
+            &[],
         );
         assert!(second.is_err(), "a second row was accepted");
         drop(db);

@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use rusqlite::{OptionalExtension, params};
+use super::engine::{Value, args};
 
 use super::rows::{NODE_COLUMNS, node_from_row};
 use super::{Db, DbError};
@@ -11,14 +11,14 @@ use crate::model::{MacAddr, NodeRecord, ProvisionState, Stamped};
 impl Db {
     /// Every node with its children, by name.
     pub fn node_records(&self) -> Result<Vec<NodeRecord>, DbError> {
-        self.records_where("1 = 1", params![])
+        self.records_where("1 = 1", &[])
     }
 
     /// The nodes in `state`, with their children: what a periodic pass that looks at one state
     /// reads, rather than every node (10,000 records every few seconds would compete with the
     /// boot path).
     pub fn node_records_in_state(&self, state: ProvisionState) -> Result<Vec<NodeRecord>, DbError> {
-        self.records_where("provision_state = ?1", params![state.as_str()])
+        self.records_where("provision_state = ?1", args![state.as_str()])
     }
 
     /// The nodes an interrupted action may have left behind: in one of `states`, or with a power
@@ -33,54 +33,51 @@ impl Db {
             "provision_state IN ({}) OR target_power_state IS NOT NULL",
             if marks.is_empty() { "NULL".to_owned() } else { marks.join(", ") }
         );
-        let args: Vec<&dyn rusqlite::ToSql> =
-            names.iter().map(|n| n as &dyn rusqlite::ToSql).collect();
+        let args: Vec<Value> = names.into_iter().map(Value::from).collect();
         self.records_where(&condition, &args)
     }
 
     /// The nodes power sync asks a BMC about: a driver other than `fake`, not in maintenance.
     pub fn node_records_with_bmc(&self) -> Result<Vec<NodeRecord>, DbError> {
-        self.records_where("driver <> 'fake' AND maintenance = 0", params![])
+        self.records_where("driver <> 'fake' AND maintenance = 0", &[])
     }
 
     /// The node with this UUID or name.
     pub fn node_record(&self, name_or_uuid: &str) -> Result<Option<NodeRecord>, DbError> {
-        Ok(self.records_where("uuid = ?1 OR name = ?1", params![name_or_uuid])?.pop())
+        Ok(self.records_where("uuid = ?1 OR name = ?1", args![name_or_uuid])?.pop())
     }
 
     /// The node that owns a port with this MAC.
     pub fn node_record_by_mac(&self, mac: MacAddr) -> Result<Option<NodeRecord>, DbError> {
         let node_id: Option<i64> = self
             .conn
-            .query_row(
-                "SELECT node_id FROM ports WHERE address = ?1",
-                params![mac.to_string()],
-                |r| r.get(0),
-            )
-            .optional()?;
+            .query_opt("SELECT node_id FROM ports WHERE address = ?1", args![mac.to_string()])?
+            .map(|r| r.get(0))
+            .transpose()?;
         match node_id {
             None => Ok(None),
-            Some(id) => Ok(self.records_where("id = ?1", params![id])?.pop()),
+            Some(id) => Ok(self.records_where("id = ?1", args![id])?.pop()),
         }
     }
 
     /// Every node with its children, `page` nodes at a time in name order, each page handed to
-    /// `each` before the next is read. The pages are read in one transaction, so they are one
-    /// consistent view, and at most one page of decoded records is held at once: what the boot
-    /// snapshot reads (10,000 decoded records at once cost tens of megabytes the allocator keeps).
+    /// `each` before the next is read. The pages are read in one read-only transaction that sees
+    /// one snapshot (SQLite's WAL read; PostgreSQL's `REPEATABLE READ`), and at most one page of
+    /// decoded records is held at once: what the boot snapshot reads (10,000 decoded records at
+    /// once cost tens of megabytes the allocator keeps).
     pub fn for_each_node_record_page<E: From<DbError>>(
         &self,
         page: usize,
         mut each: impl FnMut(Vec<NodeRecord>) -> Result<(), E>,
     ) -> Result<(), E> {
-        let read = self.conn.unchecked_transaction().map_err(DbError::from)?;
+        let read = self.conn.begin_read()?;
         let limit = i64::try_from(page.max(1)).unwrap_or(i64::MAX);
         let mut after = String::new();
         loop {
             let sql =
                 format!("SELECT {NODE_COLUMNS} FROM nodes WHERE name > ?1 ORDER BY name LIMIT ?2");
             let records =
-                self.records_from(&sql, params![after, limit], Children::NamesIn(&after))?;
+                self.records_from(&sql, args![&after, limit], Children::NamesIn(&after))?;
             let Some(last) = records.last() else { break };
             let full = records.len() as i64 == limit;
             after = last.node.name.clone();
@@ -89,15 +86,11 @@ impl Db {
                 break;
             }
         }
-        read.finish().map_err(DbError::from)?;
+        read.commit()?;
         Ok(())
     }
 
-    fn records_where(
-        &self,
-        condition: &str,
-        args: &[&dyn rusqlite::ToSql],
-    ) -> Result<Vec<NodeRecord>, DbError> {
+    fn records_where(&self, condition: &str, args: &[Value]) -> Result<Vec<NodeRecord>, DbError> {
         let sql = format!("SELECT {NODE_COLUMNS} FROM nodes WHERE {condition} ORDER BY name");
         self.records_from(&sql, args, Children::All)
     }
@@ -106,7 +99,7 @@ impl Db {
     fn records_from(
         &self,
         sql: &str,
-        args: impl rusqlite::Params,
+        args: &[Value],
         children: Children<'_>,
     ) -> Result<Vec<NodeRecord>, DbError> {
         let mut records: Vec<NodeRecord> = self
@@ -138,6 +131,12 @@ impl Db {
         for (node_uuid, name) in self.node_traits(&which)? {
             if let Some(&i) = at.get(&node_uuid) {
                 records[i].traits.push(name);
+            }
+        }
+        let now = i64::try_from(crate::timefmt::now_unix()).unwrap_or(i64::MAX);
+        for (node_uuid, instance) in self.reservations(now)? {
+            if let Some(&i) = at.get(&node_uuid) {
+                records[i].node.reservation = Some(instance);
             }
         }
         Ok(records)

@@ -4,7 +4,7 @@
 
 use std::str::FromStr;
 
-use rusqlite::{Connection, OptionalExtension, Params, Row, params};
+use super::engine::{Conn, Row, Value, args};
 
 use super::nodes::ChildRows;
 use super::{Db, DbError};
@@ -20,9 +20,7 @@ pub(super) const NODE_COLUMNS: &str = "id, uuid, name, driver, driver_info, prop
     target_provision_state, maintenance, maintenance_reason, last_error, created_at, updated_at, \
     instance_uuid, resource_class, console_interface, inspect_interface, management_interface, \
     network_interface, power_interface, raid_interface, rescue_interface, vendor_interface, \
-    provision_updated_at, \
-    (SELECT l.instance_id FROM node_locks l WHERE l.node_uuid = nodes.uuid \
-     AND l.lease_expires_at > CAST(strftime('%s', 'now') AS INTEGER)) AS reservation";
+    provision_updated_at";
 
 /// Child rows with their node and timestamps.
 type Rows<T> = Result<Vec<Stamped<T>>, DbError>;
@@ -39,30 +37,31 @@ const TARGET_SELECT: &str = "SELECT n.uuid, c.uuid, c.created_at, c.updated_at, 
 
 impl Db {
     /// The traits of every node (or of one node), as (node UUID, trait), sorted.
+    /// The instance holding each node lock whose lease runs at `now` (Unix seconds), by node
+    /// UUID: Ironic's `reservation`. Locks are few (one per running action), so all are read.
+    pub(super) fn reservations(&self, now: i64) -> Result<Vec<(String, String)>, DbError> {
+        let rows = self.conn.query(
+            "SELECT node_uuid, instance_id FROM node_locks WHERE lease_expires_at > ?1 AND instance_id != ''",
+            args![now],
+        )?;
+        rows.iter().map(|r| Ok((r.get(0)?, r.get(1)?))).collect()
+    }
+
     pub(super) fn node_traits(&self, which: &ChildRows) -> Result<Vec<(String, String)>, DbError> {
         let select = "SELECT n.uuid, t.trait FROM node_traits t JOIN nodes n ON n.id = t.node_id";
-        let pair =
-            |r: &Row<'_>| -> rusqlite::Result<(String, String)> { Ok((r.get(0)?, r.get(1)?)) };
         let rows = match which {
             ChildRows::All => {
-                let mut statement =
-                    self.conn.prepare_cached(&format!("{select} ORDER BY n.uuid, t.trait"))?;
-                statement.query_map([], pair)?.collect::<Result<Vec<_>, _>>()?
+                self.conn.query(&format!("{select} ORDER BY n.uuid, t.trait"), &[])?
             }
-            ChildRows::Node(uuid) => {
-                let mut statement = self
-                    .conn
-                    .prepare_cached(&format!("{select} WHERE n.uuid = ?1 ORDER BY t.trait"))?;
-                statement.query_map(params![uuid], pair)?.collect::<Result<Vec<_>, _>>()?
-            }
-            ChildRows::NameRange(after, last) => {
-                let mut statement = self.conn.prepare_cached(&format!(
-                    "{select} WHERE n.name > ?1 AND n.name <= ?2 ORDER BY n.uuid, t.trait"
-                ))?;
-                statement.query_map(params![after, last], pair)?.collect::<Result<Vec<_>, _>>()?
-            }
+            ChildRows::Node(uuid) => self
+                .conn
+                .query(&format!("{select} WHERE n.uuid = ?1 ORDER BY t.trait"), args![uuid])?,
+            ChildRows::NameRange(after, last) => self.conn.query(
+                &format!("{select} WHERE n.name > ?1 AND n.name <= ?2 ORDER BY n.uuid, t.trait"),
+                args![after, last],
+            )?,
         };
-        Ok(rows)
+        rows.iter().map(|r| Ok((r.get(0)?, r.get(1)?))).collect()
     }
 
     /// Every port (or the ports of one node), by address.
@@ -100,20 +99,18 @@ impl Db {
         select: &str,
         order: &str,
         which: &ChildRows,
-        decode: fn(&Row<'_>) -> Result<Stamped<T>, DbError>,
+        decode: fn(&Row) -> Result<Stamped<T>, DbError>,
     ) -> Rows<T> {
         match which {
-            ChildRows::All => {
-                self.decoded(&format!("{select} ORDER BY {order}"), params![], decode)
-            }
+            ChildRows::All => self.decoded(&format!("{select} ORDER BY {order}"), &[], decode),
             ChildRows::Node(uuid) => self.decoded(
                 &format!("{select} WHERE n.uuid = ?1 ORDER BY {order}"),
-                params![uuid],
+                args![uuid],
                 decode,
             ),
             ChildRows::NameRange(after, last) => self.decoded(
                 &format!("{select} WHERE n.name > ?1 AND n.name <= ?2 ORDER BY {order}"),
-                params![after, last],
+                args![after, last],
                 decode,
             ),
         }
@@ -124,15 +121,15 @@ impl Db {
         let one = |select: &str| format!("{select} WHERE c.uuid = ?1");
         let found = match kind {
             ChildKind::Port => self
-                .decoded(&one(PORT_SELECT), params![uuid], port_from_row)?
+                .decoded(&one(PORT_SELECT), args![uuid], port_from_row)?
                 .pop()
                 .map(|s| s.map(Child::Port)),
             ChildKind::Connector => self
-                .decoded(&one(CONNECTOR_SELECT), params![uuid], connector_from_row)?
+                .decoded(&one(CONNECTOR_SELECT), args![uuid], connector_from_row)?
                 .pop()
                 .map(|s| s.map(Child::Connector)),
             ChildKind::Target => self
-                .decoded(&one(TARGET_SELECT), params![uuid], target_from_row)?
+                .decoded(&one(TARGET_SELECT), args![uuid], target_from_row)?
                 .pop()
                 .map(|s| s.map(Child::Target)),
         };
@@ -143,78 +140,72 @@ impl Db {
     pub(super) fn decoded<T>(
         &self,
         sql: &str,
-        args: impl Params,
-        decode: fn(&Row<'_>) -> Result<T, DbError>,
+        args: &[Value],
+        decode: fn(&Row) -> Result<T, DbError>,
     ) -> Result<Vec<T>, DbError> {
-        let mut statement = self.conn.prepare_cached(sql)?;
-        let mut rows = statement.query(args)?;
-        let mut out = Vec::new();
-        while let Some(row) = rows.next()? {
-            out.push(decode(row)?);
-        }
-        Ok(out)
+        self.conn.query(sql, args)?.iter().map(decode).collect()
     }
 }
 
 /// The id of the node with this UUID.
-pub(super) fn node_id(conn: &Connection, node_uuid: &str) -> rusqlite::Result<Option<i64>> {
-    conn.query_row("SELECT id FROM nodes WHERE uuid = ?1", params![node_uuid], |r| r.get(0))
-        .optional()
+pub(super) fn node_id(conn: &Conn, node_uuid: &str) -> Result<Option<i64>, DbError> {
+    conn.query_opt("SELECT id FROM nodes WHERE uuid = ?1", args![node_uuid])?
+        .map(|r| r.get(0))
+        .transpose()
 }
 
 /// A child row's node, timestamps and `item` (the first four columns of each child SELECT).
-fn stamped<T>(row: &Row<'_>, item: T) -> Result<Stamped<T>, DbError> {
+fn stamped<T>(row: &Row, item: T) -> Result<Stamped<T>, DbError> {
     Ok(Stamped { node_uuid: row.get(0)?, item, created_at: row.get(2)?, updated_at: row.get(3)? })
 }
 
-fn port_from_row(row: &Row<'_>) -> Result<Stamped<Port>, DbError> {
+fn port_from_row(row: &Row) -> Result<Stamped<Port>, DbError> {
     let uuid: String = row.get(1)?;
     let port = Port {
-        address: parse("ports", &uuid, &row.get::<_, String>(4)?)?,
-        extra: json_map("ports", &uuid, &row.get::<_, String>(5)?)?,
+        address: parse("ports", &uuid, &row.get::<String>(4)?)?,
+        extra: json_map("ports", &uuid, &row.get::<String>(5)?)?,
         more: PortFields {
-            pxe_enabled: row.get::<_, i64>(6)? != 0,
-            local_link_connection: json_map("ports", &uuid, &row.get::<_, String>(7)?)?,
+            pxe_enabled: row.get::<i64>(6)? != 0,
+            local_link_connection: json_map("ports", &uuid, &row.get::<String>(7)?)?,
             physical_network: row.get(8)?,
-            internal_info: json_map("ports", &uuid, &row.get::<_, String>(9)?)?,
+            internal_info: json_map("ports", &uuid, &row.get::<String>(9)?)?,
         },
         uuid,
     };
     stamped(row, port)
 }
 
-fn connector_from_row(row: &Row<'_>) -> Result<Stamped<VolumeConnector>, DbError> {
+fn connector_from_row(row: &Row) -> Result<Stamped<VolumeConnector>, DbError> {
     let uuid: String = row.get(1)?;
     let connector = VolumeConnector {
-        connector_type: parse("volume_connectors", &uuid, &row.get::<_, String>(4)?)?,
+        connector_type: parse("volume_connectors", &uuid, &row.get::<String>(4)?)?,
         connector_id: row.get(5)?,
-        extra: json_map("volume_connectors", &uuid, &row.get::<_, String>(6)?)?,
+        extra: json_map("volume_connectors", &uuid, &row.get::<String>(6)?)?,
         uuid,
     };
     stamped(row, connector)
 }
 
-fn target_from_row(row: &Row<'_>) -> Result<Stamped<VolumeTarget>, DbError> {
+fn target_from_row(row: &Row) -> Result<Stamped<VolumeTarget>, DbError> {
     let uuid: String = row.get(1)?;
     let boot_index: i64 = row.get(5)?;
     let target = VolumeTarget {
-        volume_type: parse("volume_targets", &uuid, &row.get::<_, String>(4)?)?,
+        volume_type: parse("volume_targets", &uuid, &row.get::<String>(4)?)?,
         boot_index: u32::try_from(boot_index)
             .map_err(|_| corrupt("volume_targets", &uuid, "boot_index out of range".into()))?,
         volume_id: row.get(6)?,
-        properties: json_map("volume_targets", &uuid, &row.get::<_, String>(7)?)?,
-        extra: json_map("volume_targets", &uuid, &row.get::<_, String>(8)?)?,
+        properties: json_map("volume_targets", &uuid, &row.get::<String>(7)?)?,
+        extra: json_map("volume_targets", &uuid, &row.get::<String>(8)?)?,
         uuid,
     };
     stamped(row, target)
 }
 
 /// A node row of [`NODE_COLUMNS`], with its id.
-pub(super) fn node_from_row(row: &Row<'_>) -> Result<(i64, Node), DbError> {
+pub(super) fn node_from_row(row: &Row) -> Result<(i64, Node), DbError> {
     let uuid: String = row.get(1)?;
-    let text = |i: usize| -> Result<String, DbError> { Ok(row.get::<_, String>(i)?) };
-    let optional =
-        |i: usize| -> Result<Option<String>, DbError> { Ok(row.get::<_, Option<String>>(i)?) };
+    let text = |i: usize| -> Result<String, DbError> { row.get::<String>(i) };
+    let optional = |i: usize| -> Result<Option<String>, DbError> { row.get::<Option<String>>(i) };
     let map = |i: usize| -> Result<JsonMap, DbError> { json_map("nodes", &uuid, &text(i)?) };
     let node = Node {
         name: text(2)?,
@@ -231,7 +222,7 @@ pub(super) fn node_from_row(row: &Row<'_>) -> Result<(i64, Node), DbError> {
         target_power_state: optional(13)?.map(|s| parse("nodes", &uuid, &s)).transpose()?,
         provision_state: parse("nodes", &uuid, &text(14)?)?,
         target_provision_state: optional(15)?.map(|s| parse("nodes", &uuid, &s)).transpose()?,
-        maintenance: row.get::<_, i64>(16)? != 0,
+        maintenance: row.get::<i64>(16)? != 0,
         maintenance_reason: optional(17)?,
         last_error: optional(18)?,
         created_at: optional(19)?,
@@ -249,7 +240,7 @@ pub(super) fn node_from_row(row: &Row<'_>) -> Result<(i64, Node), DbError> {
             vendor: optional(30)?,
         },
         provision_updated_at: optional(31)?,
-        reservation: row.get::<_, Option<String>>(32)?.filter(|r| !r.is_empty()),
+        reservation: None,
         uuid,
     };
     Ok((row.get(0)?, node))

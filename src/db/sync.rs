@@ -1,7 +1,7 @@
 //! The outcome of the last Cinder sync pass (`sync_status`, one row) and attachment counts per
 //! state: what an operator looks at to see whether sync keeps working.
 
-use rusqlite::{OptionalExtension, Row, params};
+use super::engine::{Row, args};
 
 use super::{Db, DbError};
 
@@ -135,7 +135,7 @@ fn truncated(message: &str) -> String {
     format!("{}{TRUNCATED}", &message[..end])
 }
 
-fn status_from_row(row: &Row<'_>) -> rusqlite::Result<(SyncStatus, String, String)> {
+fn status_from_row(row: &Row) -> Result<(SyncStatus, String, String), DbError> {
     Ok((
         SyncStatus {
             pass: SyncPass {
@@ -163,14 +163,14 @@ impl Db {
         self.conn.execute(
             "INSERT INTO sync_status (id, ran_by, started_at, finished_at, outcome, checked, updated, \
              drifted, errors, message, last_ok_at) \
-             VALUES (1, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, CASE WHEN ?4 = 'ok' AND ?7 = 0 THEN ?3 END) \
+             VALUES (1, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, CASE WHEN ?4 = 'ok' AND CAST(?7 AS BIGINT) = 0 THEN CAST(?3 AS BIGINT) END) \
              ON CONFLICT (id) DO UPDATE SET ran_by = excluded.ran_by, started_at = excluded.started_at, \
              finished_at = excluded.finished_at, outcome = excluded.outcome, checked = excluded.checked, \
              updated = excluded.updated, drifted = excluded.drifted, errors = excluded.errors, \
              message = excluded.message, \
              last_ok_at = CASE WHEN excluded.outcome = 'ok' AND excluded.drifted = 0 \
-             THEN excluded.finished_at ELSE last_ok_at END",
-            params![
+             THEN excluded.finished_at ELSE sync_status.last_ok_at END",
+            args![
                 pass.ran_by.as_str(),
                 pass.started_at,
                 pass.finished_at,
@@ -189,13 +189,13 @@ impl Db {
     pub fn sync_status(&self) -> Result<Option<SyncStatus>, DbError> {
         let row = self
             .conn
-            .query_row(
+            .query_opt(
                 "SELECT ran_by, started_at, finished_at, outcome, checked, updated, drifted, errors, \
                  message, last_ok_at FROM sync_status WHERE id = 1",
-                [],
-                status_from_row,
-            )
-            .optional()?;
+                &[],
+            )?
+            .map(|r| status_from_row(&r))
+            .transpose()?;
         let Some((mut status, ran_by, outcome)) = row else { return Ok(None) };
         let corrupt =
             |message: String| DbError::Corrupt { table: "sync_status", key: "1".into(), message };
@@ -212,11 +212,11 @@ impl Db {
     /// How many `volume_attachments` records are in each state (only states that have some),
     /// by state name.
     pub fn attachment_counts(&self) -> Result<Vec<(String, i64)>, DbError> {
-        let mut statement = self.conn.prepare(
+        let rows = self.conn.query(
             "SELECT state, COUNT(*) FROM volume_attachments GROUP BY state ORDER BY state",
+            &[],
         )?;
-        let rows = statement.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        rows.iter().map(|r| Ok((r.get(0)?, r.get(1)?))).collect()
     }
 }
 
@@ -297,7 +297,7 @@ mod tests {
         assert_eq!((status.outcome, status.last_ok_at), (SyncPassOutcome::Ok, Some(400)));
         assert_eq!(status.message, "", "the previous pass's message is gone");
         let rows: i64 =
-            db.conn.query_row("SELECT COUNT(*) FROM sync_status", [], |r| r.get(0)).unwrap();
+            db.conn.query_one("SELECT COUNT(*) FROM sync_status", &[]).unwrap().get(0).unwrap();
         assert_eq!(rows, 1);
     }
 

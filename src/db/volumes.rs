@@ -1,6 +1,6 @@
 //! Volume attachment records, target connection info, node errors and events.
 
-use rusqlite::{OptionalExtension, Row, params};
+use super::engine::{Row, args};
 use serde_json::Value;
 
 use super::{Db, DbError};
@@ -79,7 +79,7 @@ const COUNTED_EVENTS: &[&str] = &["bootvol.volume.sync.drift"];
 
 /// An event of `SELECT id, node_uuid, event_type, level, payload, created_at, repeats,
 /// last_seen_at ...`.
-fn event_from_row(r: &Row<'_>) -> rusqlite::Result<Event> {
+fn event_from_row(r: &Row) -> Result<Event, DbError> {
     let payload: String = r.get(4)?;
     Ok(Event {
         id: r.get(0)?,
@@ -95,7 +95,7 @@ fn event_from_row(r: &Row<'_>) -> rusqlite::Result<Event> {
 
 const RECORD_COLUMNS: &str = "node_uuid, target_uuid, volume_id, api, attachment_id, state, step, connector, last_error, updated_at";
 
-fn record_from_row(row: &Row<'_>) -> rusqlite::Result<(AttachmentRecord, String)> {
+fn record_from_row(row: &Row) -> Result<(AttachmentRecord, String), DbError> {
     let state: String = row.get(5)?;
     let connector: String = row.get(7)?;
     Ok((
@@ -133,8 +133,8 @@ impl Db {
         target_uuid: &str,
     ) -> Result<Option<AttachmentRecord>, DbError> {
         let sql = format!("SELECT {RECORD_COLUMNS} FROM volume_attachments WHERE target_uuid = ?1");
-        let row = self.conn.query_row(&sql, params![target_uuid], record_from_row).optional()?;
-        row.map(with_state).transpose()
+        let row = self.conn.query_opt(&sql, args![target_uuid])?;
+        row.map(|r| with_state(record_from_row(&r)?)).transpose()
     }
 
     /// Records in the given states (all when `states` is empty), oldest first.
@@ -143,11 +143,9 @@ impl Db {
         states: &[AttachmentState],
     ) -> Result<Vec<AttachmentRecord>, DbError> {
         let sql = format!("SELECT {RECORD_COLUMNS} FROM volume_attachments ORDER BY id");
-        let mut statement = self.conn.prepare(&sql)?;
-        let rows = statement.query_map([], record_from_row)?;
         let mut out = Vec::new();
-        for row in rows {
-            let record = with_state(row?)?;
+        for row in self.conn.query(&sql, &[])? {
+            let record = with_state(record_from_row(&row)?)?;
             if states.is_empty() || states.contains(&record.state) {
                 out.push(record);
             }
@@ -163,16 +161,16 @@ impl Db {
              ON CONFLICT (target_uuid) DO UPDATE SET node_uuid = ?1, volume_id = ?3, api = ?4, attachment_id = ?5, \
              state = ?6, step = ?7, connector = ?8, last_error = ?9, \
              updated_at = strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now')",
-            params![
-                r.node_uuid,
-                r.target_uuid,
-                r.volume_id,
-                r.api,
-                r.attachment_id,
+            args![
+                &r.node_uuid,
+                &r.target_uuid,
+                &r.volume_id,
+                &r.api,
+                &r.attachment_id,
                 r.state.as_str(),
-                r.step,
+                &r.step,
                 r.connector.to_string(),
-                r.last_error
+                &r.last_error
             ],
         )?;
         Ok(())
@@ -184,11 +182,13 @@ impl Db {
         target_uuid: &str,
         properties: &JsonMap,
     ) -> Result<(), DbError> {
-        self.conn.execute(
+        let tx = self.conn.begin()?;
+        tx.execute(
             "UPDATE volume_targets SET properties = ?2, updated_at = strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now') WHERE uuid = ?1",
-            params![target_uuid, Value::Object(properties.clone()).to_string()],
+            args![target_uuid, Value::Object(properties.clone()).to_string()],
         )?;
-        Ok(())
+        tx.changed("volume_targets", target_uuid, "update");
+        tx.commit()
     }
 
     /// Sets or clears a node's `last_error`.
@@ -197,9 +197,9 @@ impl Db {
         node_uuid: &str,
         last_error: Option<&str>,
     ) -> Result<(), DbError> {
-        self.conn.execute(
+        self.update_node_row(
             "UPDATE nodes SET last_error = ?2, updated_at = strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now') WHERE uuid = ?1",
-            params![node_uuid, last_error],
+            args![node_uuid, last_error],
         )?;
         Ok(())
     }
@@ -218,9 +218,9 @@ impl Db {
             let counted = self.conn.execute(
                 "UPDATE events SET repeats = repeats + 1, \
                  last_seen_at = strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now') \
-                 WHERE id = (SELECT MAX(id) FROM events WHERE node_uuid IS ?1) \
+                 WHERE id = (SELECT MAX(id) FROM events WHERE node_uuid IS NOT DISTINCT FROM CAST(?1 AS TEXT)) \
                  AND event_type = ?2 AND level = ?3 AND payload = ?4",
-                params![node_uuid, event_type, level, payload.to_string()],
+                args![node_uuid, event_type, level, payload.to_string()],
             )?;
             if counted > 0 {
                 return Ok(());
@@ -228,19 +228,19 @@ impl Db {
         }
         self.conn.execute(
             "INSERT INTO events (node_uuid, event_type, level, payload) VALUES (?1, ?2, ?3, ?4)",
-            params![node_uuid, event_type, level, payload.to_string()],
+            args![node_uuid, event_type, level, payload.to_string()],
         )?;
         Ok(())
     }
 
     /// The newest events, newest last; of one node when given.
     pub fn events(&self, node_uuid: Option<&str>, limit: u32) -> Result<Vec<Event>, DbError> {
-        let mut statement = self.conn.prepare(
+        let rows = self.conn.query(
             "SELECT id, node_uuid, event_type, level, payload, created_at, repeats, last_seen_at \
-             FROM events WHERE ?1 IS NULL OR node_uuid = ?1 ORDER BY id DESC LIMIT ?2",
+             FROM events WHERE CAST(?1 AS TEXT) IS NULL OR node_uuid = ?1 ORDER BY id DESC LIMIT ?2",
+            args![node_uuid, limit],
         )?;
-        let rows = statement.query_map(params![node_uuid, limit], event_from_row)?;
-        let mut events: Vec<Event> = rows.collect::<Result<_, _>>()?;
+        let mut events: Vec<Event> = rows.iter().map(event_from_row).collect::<Result<_, _>>()?;
         events.reverse();
         Ok(events)
     }
@@ -250,13 +250,12 @@ impl Db {
 impl Db {
     /// Up to `limit` events due for delivery at `now` (Unix seconds), oldest first.
     pub fn events_to_deliver(&self, now: i64, limit: u32) -> Result<Vec<(Event, i64)>, DbError> {
-        let mut statement = self.conn.prepare(
+        let rows = self.conn.query(
             "SELECT id, node_uuid, event_type, level, payload, created_at, repeats, last_seen_at, \
              attempts FROM events WHERE delivery = 'pending' AND next_attempt_at <= ?1 ORDER BY id LIMIT ?2",
+            args![now, limit],
         )?;
-        let rows =
-            statement.query_map(params![now, limit], |r| Ok((event_from_row(r)?, r.get(8)?)))?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        rows.iter().map(|r| Ok((event_from_row(r)?, r.get(8)?))).collect()
     }
 
     /// Records the outcome of a delivery attempt: `delivered`, `failed` (given up), or still
@@ -270,14 +269,14 @@ impl Db {
     ) -> Result<(), DbError> {
         self.conn.execute(
             "UPDATE events SET delivery = ?2, attempts = ?3, next_attempt_at = ?4 WHERE id = ?1",
-            params![id, delivery, attempts, next_attempt_at],
+            args![id, delivery, attempts, next_attempt_at],
         )?;
         Ok(())
     }
 
     /// Marks every event delivered (no webhook is configured: nothing will ever send them).
     pub fn skip_event_delivery(&self) -> Result<(), DbError> {
-        self.conn.execute("UPDATE events SET delivery = 'none' WHERE delivery = 'pending'", [])?;
+        self.conn.execute("UPDATE events SET delivery = 'none' WHERE delivery = 'pending'", &[])?;
         Ok(())
     }
 }

@@ -5,8 +5,7 @@
 //! already checked by the `inventory` parsers. Uniqueness conflicts come back as
 //! [`WriteError::Conflict`] with the operator's message; nothing is half-written.
 
-use rusqlite::types::Value as SqlValue;
-use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
+use super::engine::{Conn, Tx, Value as SqlValue, args};
 
 use super::rows::node_id;
 use super::{Db, DbError};
@@ -24,12 +23,6 @@ pub enum WriteError {
     NotFound(String),
     #[error(transparent)]
     Db(#[from] DbError),
-}
-
-impl From<rusqlite::Error> for WriteError {
-    fn from(e: rusqlite::Error) -> Self {
-        WriteError::Db(DbError::Sqlite(e))
-    }
 }
 
 /// The row that already holds a value that must be unique.
@@ -86,60 +79,63 @@ fn node_params(
     uuid: &str,
     provision_state: Option<ProvisionState>,
     spec: &NodeSpec,
-) -> impl rusqlite::Params {
+) -> Vec<SqlValue> {
     let head = [
         text(uuid),
         provision_state.map_or(SqlValue::Null, |p| text(p.as_str())),
-        spec.maintenance.map_or(SqlValue::Null, |m| SqlValue::Integer(i64::from(m))),
+        spec.maintenance.map_or(SqlValue::Null, |m| SqlValue::Int(i64::from(m))),
     ];
-    params_from_iter(head.into_iter().chain(node_values(spec)))
+    head.into_iter().chain(node_values(spec)).collect()
 }
 
 /// Inserts a node row (no children); returns its id.
 pub(super) fn insert_node(
-    conn: &Connection,
+    tx: &Tx<'_>,
     uuid: &str,
     spec: &NodeSpec,
     provision_state: ProvisionState,
-) -> rusqlite::Result<i64> {
-    conn.execute(
-        "INSERT INTO nodes (uuid, provision_state, maintenance, name, driver, driver_info, properties, \
-         instance_info, extra, storage_interface, boot_interface, deploy_interface, instance_uuid, \
-         resource_class, console_interface, inspect_interface, management_interface, network_interface, \
-         power_interface, raid_interface, rescue_interface, vendor_interface, provision_updated_at) \
-         VALUES (?1, ?2, COALESCE(?3, 0), ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, \
-         ?17, ?18, ?19, ?20, ?21, ?22, strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now'))",
-        node_params(uuid, Some(provision_state), spec),
-    )?;
-    Ok(conn.last_insert_rowid())
+) -> Result<i64, DbError> {
+    let id = tx
+        .query_one(
+            "INSERT INTO nodes (uuid, provision_state, maintenance, name, driver, driver_info, properties, \
+             instance_info, extra, storage_interface, boot_interface, deploy_interface, instance_uuid, \
+             resource_class, console_interface, inspect_interface, management_interface, network_interface, \
+             power_interface, raid_interface, rescue_interface, vendor_interface, provision_updated_at) \
+             VALUES (?1, ?2, COALESCE(?3, 0), ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, \
+             ?17, ?18, ?19, ?20, ?21, ?22, strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now')) RETURNING id",
+            &node_params(uuid, Some(provision_state), spec),
+        )?
+        .get(0)?;
+    tx.changed("nodes", uuid, "create");
+    Ok(id)
 }
 
 /// Updates a node's operator columns; `provision_state` and `spec.maintenance` only when given.
 /// Returns how many rows changed (0: no such node).
 pub(super) fn update_node(
-    conn: &Connection,
+    tx: &Tx<'_>,
     uuid: &str,
     spec: &NodeSpec,
     provision_state: Option<ProvisionState>,
-) -> rusqlite::Result<usize> {
-    conn.execute(
+) -> Result<usize, DbError> {
+    tx.changed("nodes", uuid, "update");
+    tx.execute(
         "UPDATE nodes SET provision_state = COALESCE(?2, provision_state), maintenance = COALESCE(?3, maintenance), \
          name = ?4, driver = ?5, driver_info = ?6, properties = ?7, instance_info = ?8, extra = ?9, \
          storage_interface = ?10, boot_interface = ?11, deploy_interface = ?12, instance_uuid = ?13, \
          resource_class = ?14, console_interface = ?15, inspect_interface = ?16, management_interface = ?17, \
          network_interface = ?18, power_interface = ?19, raid_interface = ?20, rescue_interface = ?21, \
          vendor_interface = ?22, updated_at = strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now') WHERE uuid = ?1",
-        node_params(uuid, provision_state, spec),
+        &node_params(uuid, provision_state, spec),
     )
 }
 
 /// The UUID of the node that is named `name`, or whose UUID is `name` (a name must not be
 /// mistaken for another node's UUID).
-pub(super) fn name_holder(conn: &Connection, name: &str) -> rusqlite::Result<Option<String>> {
-    conn.query_row("SELECT uuid FROM nodes WHERE name = ?1 OR uuid = ?1", params![name], |r| {
-        r.get(0)
-    })
-    .optional()
+pub(super) fn name_holder(conn: &Conn, name: &str) -> Result<Option<String>, DbError> {
+    conn.query_opt("SELECT uuid FROM nodes WHERE name = ?1 OR uuid = ?1", args![name])?
+        .map(|r| r.get(0))
+        .transpose()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -151,7 +147,7 @@ fn child_values(spec: &ChildSpec) -> Vec<SqlValue> {
         ChildSpec::Port(p) => vec![
             text(&p.address.to_string()),
             to_json(&p.extra),
-            SqlValue::Integer(i64::from(p.pxe_enabled)),
+            SqlValue::Int(i64::from(p.pxe_enabled)),
             to_json(&p.local_link_connection),
             p.physical_network.as_deref().map_or(SqlValue::Null, text),
         ],
@@ -160,7 +156,7 @@ fn child_values(spec: &ChildSpec) -> Vec<SqlValue> {
         }
         ChildSpec::Target(t) => vec![
             text(t.volume_type.as_str()),
-            SqlValue::Integer(i64::from(t.boot_index)),
+            SqlValue::Int(i64::from(t.boot_index)),
             text(&t.volume_id),
             to_json(&t.properties.clone().unwrap_or_default()),
             to_json(&t.extra),
@@ -195,49 +191,48 @@ fn child_statements(kind: ChildKind) -> (&'static str, &'static str) {
     }
 }
 
-fn child_params(uuid: &str, node_id: i64, spec: &ChildSpec) -> impl rusqlite::Params {
-    let head = [text(uuid), SqlValue::Integer(node_id)];
-    params_from_iter(head.into_iter().chain(child_values(spec)))
+fn child_params(uuid: &str, node_id: i64, spec: &ChildSpec) -> Vec<SqlValue> {
+    let head = [text(uuid), SqlValue::Int(node_id)];
+    head.into_iter().chain(child_values(spec)).collect()
 }
 
 /// Inserts a port, connector or target of node `node_id`.
 pub(super) fn insert_child(
-    conn: &Connection,
+    tx: &Tx<'_>,
     uuid: &str,
     node_id: i64,
     spec: &ChildSpec,
-) -> rusqlite::Result<()> {
-    conn.execute(child_statements(spec.kind()).0, child_params(uuid, node_id, spec))?;
+) -> Result<(), DbError> {
+    tx.execute(child_statements(spec.kind()).0, &child_params(uuid, node_id, spec))?;
+    tx.changed(spec.kind().table(), uuid, "create");
     Ok(())
 }
 
 /// Updates a port, connector or target (moving it to node `node_id`); how many rows changed.
 pub(super) fn update_child(
-    conn: &Connection,
+    tx: &Tx<'_>,
     uuid: &str,
     node_id: i64,
     spec: &ChildSpec,
-) -> rusqlite::Result<usize> {
-    conn.execute(child_statements(spec.kind()).1, child_params(uuid, node_id, spec))
+) -> Result<usize, DbError> {
+    tx.changed(spec.kind().table(), uuid, "update");
+    tx.execute(child_statements(spec.kind()).1, &child_params(uuid, node_id, spec))
 }
 
 /// Deletes a port, connector or target; how many rows went.
-pub(super) fn delete_child(
-    conn: &Connection,
-    kind: ChildKind,
-    uuid: &str,
-) -> rusqlite::Result<usize> {
-    conn.execute(&format!("DELETE FROM {} WHERE uuid = ?1", kind.table()), params![uuid])
+pub(super) fn delete_child(tx: &Tx<'_>, kind: ChildKind, uuid: &str) -> Result<usize, DbError> {
+    tx.changed(kind.table(), uuid, "delete");
+    tx.execute(&format!("DELETE FROM {} WHERE uuid = ?1", kind.table()), args![uuid])
 }
 
 /// The row that holds what must be unique about `spec` (on node `node_id`): a port's MAC
 /// (unique everywhere), a connector's type and id (unique everywhere), a target's boot index
 /// (unique per node).
 pub(super) fn holder(
-    conn: &Connection,
+    conn: &Conn,
     spec: &ChildSpec,
     node_id: i64,
-) -> rusqlite::Result<Option<Holder>> {
+) -> Result<Option<Holder>, DbError> {
     let (sql, args) = match spec {
         ChildSpec::Port(p) => (
             "SELECT c.uuid, c.node_id, n.name FROM ports c JOIN nodes n ON n.id = c.node_id \
@@ -252,13 +247,12 @@ pub(super) fn holder(
         ChildSpec::Target(t) => (
             "SELECT c.uuid, c.node_id, n.name FROM volume_targets c JOIN nodes n ON n.id = c.node_id \
              WHERE c.node_id = ?1 AND c.boot_index = ?2",
-            vec![SqlValue::Integer(node_id), SqlValue::Integer(i64::from(t.boot_index))],
+            vec![SqlValue::Int(node_id), SqlValue::Int(i64::from(t.boot_index))],
         ),
     };
-    conn.query_row(sql, params_from_iter(args), |r| {
-        Ok(Holder { uuid: r.get(0)?, node_id: r.get(1)?, node_name: r.get(2)? })
-    })
-    .optional()
+    conn.query_opt(sql, &args)?
+        .map(|r| Ok(Holder { uuid: r.get(0)?, node_id: r.get(1)?, node_name: r.get(2)? }))
+        .transpose()
 }
 
 /// The single writes' message for a taken unique value.
@@ -276,9 +270,9 @@ fn conflict_message(spec: &ChildSpec, node_uuid: &str) -> String {
     }
 }
 
-fn exists(conn: &Connection, kind: ChildKind, uuid: &str) -> rusqlite::Result<bool> {
+fn exists(conn: &Conn, kind: ChildKind, uuid: &str) -> Result<bool, DbError> {
     let sql = format!("SELECT 1 FROM {} WHERE uuid = ?1", kind.table());
-    Ok(conn.query_row(&sql, params![uuid], |_| Ok(())).optional()?.is_some())
+    Ok(conn.query_opt(&sql, args![uuid])?.is_some())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -292,7 +286,7 @@ impl Db {
         spec: &NodeSpec,
         provision_state: ProvisionState,
     ) -> Result<(), WriteError> {
-        let tx = self.conn.unchecked_transaction()?;
+        let tx = self.conn.begin()?;
         if let Some(owner) = name_holder(&tx, &spec.name)? {
             return Err(name_taken(spec, &owner));
         }
@@ -308,7 +302,7 @@ impl Db {
     /// Updates a node's operator fields (identity, driver, interfaces, the JSON fields, and
     /// maintenance when the spec gives it); states are the conductor's and are not touched.
     pub fn update_node(&self, uuid: &str, spec: &NodeSpec) -> Result<(), WriteError> {
-        let tx = self.conn.unchecked_transaction()?;
+        let tx = self.conn.begin()?;
         if let Some(owner) = name_holder(&tx, &spec.name)?.filter(|owner| owner != uuid) {
             return Err(name_taken(spec, &owner));
         }
@@ -330,7 +324,7 @@ impl Db {
         existing: bool,
     ) -> Result<(), WriteError> {
         let kind = spec.kind();
-        let tx = self.conn.unchecked_transaction()?;
+        let tx = self.conn.begin()?;
         let Some(node_id) = node_id(&tx, node_uuid)? else {
             return Err(WriteError::NotFound(format!("node {node_uuid} could not be found")));
         };
@@ -359,24 +353,27 @@ impl Db {
 
     /// Deletes a port, connector or target by UUID; false when there was none.
     pub fn delete_child(&self, kind: ChildKind, uuid: &str) -> Result<bool, DbError> {
-        Ok(delete_child(&self.conn, kind, uuid)? > 0)
+        let tx = self.conn.begin()?;
+        let deleted = delete_child(&tx, kind, uuid)? > 0;
+        tx.commit()?;
+        Ok(deleted)
     }
 }
 
 /// Refuses an `instance_uuid` another node holds (Ironic's `InstanceAssociated`).
 pub(super) fn instance_free(
-    conn: &Connection,
+    conn: &Conn,
     spec: &NodeSpec,
     node_uuid: &str,
 ) -> Result<(), WriteError> {
     let Some(instance) = &spec.instance_uuid else { return Ok(()) };
     let holder: Option<String> = conn
-        .query_row(
+        .query_opt(
             "SELECT uuid FROM nodes WHERE instance_uuid = ?1 AND uuid != ?2",
-            params![instance, node_uuid],
-            |r| r.get(0),
-        )
-        .optional()?;
+            args![instance, node_uuid],
+        )?
+        .map(|r| r.get(0))
+        .transpose()?;
     match holder {
         None => Ok(()),
         Some(_) => Err(WriteError::Conflict(format!(
@@ -389,29 +386,30 @@ impl Db {
     /// Replaces a node's traits with `traits` (already checked); false when there is no such
     /// node.
     pub fn set_traits(&self, node_uuid: &str, traits: &[String]) -> Result<bool, DbError> {
-        let tx = self.conn.unchecked_transaction()?;
+        let tx = self.conn.begin()?;
         let Some(id) = node_id(&tx, node_uuid)? else { return Ok(false) };
-        tx.execute("DELETE FROM node_traits WHERE node_id = ?1", params![id])?;
+        tx.execute("DELETE FROM node_traits WHERE node_id = ?1", args![id])?;
         for name in traits {
             tx.execute(
                 "INSERT INTO node_traits (node_id, trait) VALUES (?1, ?2)",
-                params![id, name],
+                args![id, name],
             )?;
         }
         tx.execute(
             "UPDATE nodes SET updated_at = strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now') WHERE id = ?1",
-            params![id],
+            args![id],
         )?;
+        tx.changed("nodes", node_uuid, "update");
         tx.commit()?;
         Ok(true)
     }
 
     /// Writes a node's `instance_info` alone (the config drive of a deploy request).
     pub fn set_instance_info(&self, node_uuid: &str, info: &JsonMap) -> Result<(), DbError> {
-        self.conn.execute(
+        self.update_node_row(
             "UPDATE nodes SET instance_info = ?2, \
              updated_at = strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now') WHERE uuid = ?1",
-            params![node_uuid, serde_json::Value::Object(info.clone()).to_string()],
+            args![node_uuid, serde_json::Value::Object(info.clone()).to_string()],
         )?;
         Ok(())
     }
@@ -419,11 +417,17 @@ impl Db {
     /// Writes a port's `internal_info` (the flat network interface's VIF record); false when
     /// there is no such port.
     pub fn set_port_internal_info(&self, port_uuid: &str, info: &JsonMap) -> Result<bool, DbError> {
-        Ok(self.conn.execute(
+        let tx = self.conn.begin()?;
+        let changed = tx.execute(
             "UPDATE ports SET internal_info = ?2, \
              updated_at = strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now') WHERE uuid = ?1",
-            params![port_uuid, serde_json::Value::Object(info.clone()).to_string()],
-        )? > 0)
+            args![port_uuid, serde_json::Value::Object(info.clone()).to_string()],
+        )?;
+        if changed > 0 {
+            tx.changed("ports", port_uuid, "update");
+        }
+        tx.commit()?;
+        Ok(changed > 0)
     }
 }
 

@@ -47,11 +47,18 @@ pub enum NodeError {
     /// The database failed.
     #[error("database: {0}")]
     Database(String),
+    /// The database cannot be reached (PostgreSQL down or the connection lost): boots go on
+    /// from the snapshot, writes wait for it.
+    #[error("database: {0}")]
+    Unavailable(String),
 }
 
 impl From<DbError> for NodeError {
     fn from(e: DbError) -> Self {
         tracing::error!(error = %e, "node service database error");
+        if e.is_unavailable() {
+            return NodeError::Unavailable(e.to_string());
+        }
         NodeError::Database(e.to_string())
     }
 }

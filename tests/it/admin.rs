@@ -364,7 +364,7 @@ fn node_page_shows_children_and_the_script_with_secrets_masked() {
     assert!(!page.body.contains("bmc-secret"));
     assert!(page.body.contains("<td>none</td>"), "no Cinder attachment yet");
     // The target's Cinder attachment, as the storage interface records it, is shown.
-    let db = bootvol::db::Db::open(&admin._dir.path().join("bootvol.db")).unwrap();
+    let db = crate::support::open_db_ok(admin._dir.path()).unwrap();
     let target = db.node_record(&uuid).unwrap().unwrap().volume_targets[0].uuid.clone();
     db.save_attachment_record(&bootvol::db::AttachmentRecord {
         node_uuid: uuid.clone(),
@@ -627,7 +627,7 @@ fn boot_activity_shows_boots_and_failures_of_the_last_hour() {
         &config,
     )
     .unwrap();
-    let mut db = bootvol::db::Db::open(&admin._dir.path().join("bootvol.db")).unwrap();
+    let mut db = crate::support::open_db_ok(admin._dir.path()).unwrap();
     db.apply_inventory(&specs, false).unwrap();
     let agent: ureq::Agent =
         ureq::Agent::config_builder().http_status_as_error(false).build().into();
@@ -662,7 +662,7 @@ fn boot_activity_shows_boots_and_failures_of_the_last_hour() {
 
 /// The stored (unmasked) node record, read from the appliance's database.
 fn stored(admin: &Admin, node: &str) -> bootvol::model::NodeRecord {
-    let db = bootvol::db::Db::open(&admin._dir.path().join("bootvol.db")).unwrap();
+    let db = crate::support::open_db_ok(admin._dir.path()).unwrap();
     db.node_record(node).unwrap().expect("node stored")
 }
 
@@ -944,7 +944,7 @@ fn the_nodes_page_shows_the_cinder_sync_status() {
     assert!(list.body.contains("syncs every"), "{}", list.body);
     // A pass recorded by another process (`bootvol sync`) on the same database, with drift and
     // an error: the page shows it as it is, the problems included.
-    let db = bootvol::db::Db::open(&admin._dir.path().join("bootvol.db")).unwrap();
+    let db = crate::support::open_db_ok(admin._dir.path()).unwrap();
     let clean = SyncPass {
         ran_by: SyncRunner::Cli,
         started_at: 1_790_000_000,

@@ -294,7 +294,7 @@ fn nodes_create_list_show_patch_delete() {
     assert_eq!(after["name"], "n1", "nothing half-written");
     assert_eq!(after["storage_interface"], "external");
     // A node another action holds (a live process's lock): 409, and nothing changes.
-    let db = bootvol::db::Db::open(&api._dir.path().join("bootvol.db")).unwrap();
+    let db = crate::support::open_db_ok(api._dir.path()).unwrap();
     // An action of this very process: actions exclude each other, not processes.
     let me = bootvol::db::ActionToken::new("deploy");
     let now = bootvol::timefmt::now_unix() as i64;
@@ -550,7 +550,7 @@ fn ports_connectors_targets_and_their_rules() {
     assert_eq!((&doc["maintenance"], &doc["maintenance_reason"]), (&json!(false), &Value::Null));
     assert_eq!(api.v("PATCH", &port_path, Some(readdress("52:54:00:aa:00:09"))).0, 400);
     // Every change made through the API is in the node's events, with Ironic's names.
-    let db = bootvol::db::Db::open(&api._dir.path().join("bootvol.db")).unwrap();
+    let db = crate::support::open_db_ok(api._dir.path()).unwrap();
     let events: Vec<String> =
         db.events(Some(&uuid), 500).unwrap().into_iter().map(|e| e.event_type).collect();
     for expected in [

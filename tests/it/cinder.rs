@@ -21,7 +21,7 @@ fn appliance(cinder_url: &str, api: &str) -> Appliance {
             r#"[DEFAULT]
 enabled_storage_interfaces = ["noop", "external", "cinder"]
 [database]
-path = "{}/bootvol.db"
+{}
 [boot]
 script_secrets = "any" # clients on loopback
 [http]
@@ -33,7 +33,7 @@ retries = 2
 api = "{api}"
 sync_interval = 0
 "#,
-            dir.display()
+            crate::support::database(dir)
         )
     })
     .never_logging(&[CHAP_SECRET, "rotated-secret-88", "bootvol-chap-secret-1"])
@@ -102,7 +102,7 @@ fn attach_render_sync_detach(cinder: &Cinder, api: &str) {
     );
 
     // Sync: unchanged, then the backend moves the volume to another portal and rotates CHAP.
-    let db = bootvol::db::Db::open(&app.path("bootvol.db")).unwrap();
+    let db = crate::support::open_db_ok(app.dir.path()).unwrap();
     assert_eq!(db.sync_status().unwrap(), None, "{api}: no pass recorded before the first");
     assert!(app.ok(&["sync"]).contains("checked: 1"));
     let first = db.sync_status().unwrap().expect("the pass is recorded");
@@ -187,7 +187,7 @@ fn sync_reports_drift_and_deletes_nothing() {
         node["volume_targets"][0]["properties"]["target_portal"].is_string(),
         "no silent deletion"
     );
-    let db = bootvol::db::Db::open(&app.path("bootvol.db")).unwrap();
+    let db = crate::support::open_db_ok(app.dir.path()).unwrap();
     let record = db.node_record("n1").unwrap().unwrap();
     assert!(record.node.last_error.unwrap().contains("the attachment is gone"));
     let events = db.events(Some(&record.node.uuid), 50).unwrap();
@@ -302,7 +302,7 @@ fn a_failure_at_any_attach_step_leaves_no_stranded_volume() {
         cinder.assert_free(&volume, &context);
         let script = app.ok(&["render", "--mac", "52:54:00:c1:01:01"]);
         assert!(!script.contains(CHAP_SECRET), "{context}: the script kept the secret");
-        let db = bootvol::db::Db::open(&app.path("bootvol.db")).unwrap();
+        let db = crate::support::open_db_ok(app.dir.path()).unwrap();
         assert!(
             db.node_record("n1")
                 .unwrap()
@@ -342,7 +342,7 @@ fn detach_retries_then_reports_and_can_be_retried() {
         let stderr = app.fails(&["volumes", "detach", "n1"]);
         assert!(stderr.contains("injected by the test proxy"), "{api}: {stderr}");
         assert_eq!(cinder.volume(&volume)["status"], "in-use");
-        let db = bootvol::db::Db::open(&app.path("bootvol.db")).unwrap();
+        let db = crate::support::open_db_ok(app.dir.path()).unwrap();
         assert!(
             db.node_record("n1")
                 .unwrap()

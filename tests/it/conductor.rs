@@ -16,14 +16,15 @@ fn appliance(extra: &str) -> Appliance {
             r#"[DEFAULT]
 enabled_storage_interfaces = ["noop", "external", "cinder"]
 [database]
-path = "{dir}/bootvol.db"
+{database}
 [boot]
 script_secrets = "any" # clients on loopback
 [http]
 public_url = "http://192.0.2.10:8080"
 files_root = "{dir}/files"
 {extra}"#,
-            dir = dir.display()
+            dir = dir.display(),
+            database = crate::support::database(dir)
         );
         if config.contains("[cinder]") {
             config

@@ -146,7 +146,7 @@ fn proxy_dhcp_answers_netboot_clients_on_a_real_link() {
             r#"[DEFAULT]
 enabled_storage_interfaces = ["noop", "external"]
 [database]
-path = "{dir}/bootvol.db"
+{database}
 [http]
 listen = "0.0.0.0:8080"
 public_url = "http://{server}:8080"
@@ -161,7 +161,8 @@ auth_strategy = "noauth"
 mode = "proxy"
 interfaces = ["dh0"]
 "#,
-            dir = dir.display()
+            dir = dir.display(),
+            database = crate::support::database(dir)
         )
     });
     app.apply(json!([{"name": "n1", "driver": "fake", "storage_interface": "external",

@@ -186,7 +186,7 @@ fn secret_scripts_go_only_to_the_node_over_http_and_tftp() {
             r#"[DEFAULT]
 enabled_storage_interfaces = ["noop", "external"]
 [database]
-path = "{dir}/bootvol.db"
+{database}
 watch_interval_ms = 100
 [http]
 listen = "[::]:8080"
@@ -198,7 +198,8 @@ root = "{dir}/files"
 [api]
 listen = "127.0.0.1:6385"
 "#,
-            dir = dir.display()
+            dir = dir.display(),
+            database = crate::support::database(dir)
         )
     });
     // The stranger is a node too, deploying an image (scenario 4): the deploy token is its own.
@@ -371,9 +372,9 @@ fn deploy_setup(dir: &Path, nodes: Value) -> (Conductor, Config) {
     deploy_files(&files);
     let config = Config::from_toml(
         &format!(
-            "[DEFAULT]\nenabled_storage_interfaces = [\"noop\", \"external\"]\n[database]\npath = \"{}\"\n\
+            "[DEFAULT]\nenabled_storage_interfaces = [\"noop\", \"external\"]\n[database]\n{}\n\
              [http]\npublic_url = \"http://192.0.2.10:8080\"\nfiles_root = \"{}\"\n",
-            dir.join("bootvol.db").display(),
+            crate::support::database(dir),
             files.display()
         ),
         "test",
@@ -381,7 +382,7 @@ fn deploy_setup(dir: &Path, nodes: Value) -> (Conductor, Config) {
     .unwrap();
     let specs =
         inventory::parse(&json!({"nodes": nodes}).to_string(), Format::Json, &config).unwrap();
-    let mut db = Db::open(&config.database.path).unwrap();
+    let mut db = Db::open_config(&config.database).unwrap();
     db.apply_inventory(&specs, false).unwrap();
     let conductor = Conductor::new(Arc::new(config.clone()), SharedDb::new(db)).unwrap();
     (conductor, config)

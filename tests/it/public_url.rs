@@ -75,7 +75,7 @@ fn the_boot_url_follows_the_address_of_the_link() {
     let app = Appliance::with_config(|dir| {
         format!(
             r#"[database]
-path = "{dir}/bootvol.db"
+{database}
 [http]
 listen = "0.0.0.0:8080"
 public_url = "auto"
@@ -87,7 +87,8 @@ root = "{dir}"
 listen = "127.0.0.1:6385"
 auth_strategy = "noauth"
 "#,
-            dir = dir.display()
+            dir = dir.display(),
+            database = crate::support::database(dir)
         )
     });
     let in_ns = |args: &[&str]| {

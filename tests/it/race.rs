@@ -35,7 +35,7 @@ impl Rig {
             r#"[DEFAULT]
 enabled_storage_interfaces = ["noop", "external", "cinder"]
 [database]
-path = "{dir}/bootvol.db"
+{database}
 [boot]
 script_secrets = "any" # clients on loopback
 [http]
@@ -50,7 +50,8 @@ power_state_wait = 20
 url = "http://127.0.0.1:9/v3"
 sync_interval = 1
 "#,
-            dir = dir.path().display()
+            dir = dir.path().display(),
+            database = crate::support::database(dir.path())
         );
         let config = Config::from_toml(&text, "test").unwrap();
         let inventory = json!({"nodes": [{"name": "n1", "driver": "redfish", "storage_interface": "external",
@@ -65,7 +66,7 @@ sync_interval = 1
             &config,
         )
         .unwrap();
-        let mut db = Db::open(&config.database.path).unwrap();
+        let mut db = Db::open_config(&config.database).unwrap();
         db.apply_inventory(&specs, false).unwrap();
         let record = db.node_record("n1").unwrap().unwrap();
         db.save_attachment_record(&bootvol::db::AttachmentRecord {
@@ -119,7 +120,7 @@ sync_interval = 1
     }
 
     fn db(&self) -> Db {
-        Db::open(&self.dir.path().join("bootvol.db")).unwrap()
+        crate::support::open_db_ok(self.dir.path()).unwrap()
     }
 
     fn node(&self) -> Value {

@@ -39,7 +39,7 @@ fn serve_tells_systemd_it_is_ready_pings_the_watchdog_while_alive_and_says_when_
     std::fs::write(root.join("undionly.kpxe"), b"not really iPXE").unwrap();
     let config = format!(
         r#"[database]
-path = "{db}"
+{db}
 [http]
 listen = "127.0.0.1:0"
 files_root = "{root}"
@@ -50,7 +50,7 @@ root = "{root}"
 listen = "127.0.0.1:0"
 auth_strategy = "noauth"
 "#,
-        db = dir.path().join("bootvol.db").display(),
+        db = crate::support::database(dir.path()),
         root = root.display(),
     );
     let config_path = dir.path().join("bootvol.toml");

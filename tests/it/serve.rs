@@ -29,7 +29,7 @@ impl Server {
         let config = Config::from_toml(config_text, "test").unwrap();
         let text = std::fs::read_to_string(fixture("inventory/scenarios.json")).unwrap();
         let specs = inventory::parse(&text, Format::Json, &config).unwrap();
-        Db::open(&config.database.path).unwrap().apply_inventory(&specs, false).unwrap();
+        Db::open_config(&config.database).unwrap().apply_inventory(&specs, false).unwrap();
         let shutdown = CancellationToken::new();
         let (tx, rx) = std::sync::mpsc::channel();
         let token = shutdown.clone();
@@ -223,7 +223,7 @@ fn changes_by_another_process_reach_the_boot_path_without_a_restart() {
         .unwrap()
         .replace("\"target_slot\": \"1\"", "\"target_slot\": 7");
     let specs = inventory::parse(&text, Format::Json, &config).unwrap();
-    Db::open(&config.database.path).unwrap().apply_inventory(&specs, false).unwrap();
+    Db::open_config(&config.database).unwrap().apply_inventory(&specs, false).unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         if String::from_utf8(get(&url).2).unwrap().contains("aoe:e3.7") {

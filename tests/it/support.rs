@@ -12,6 +12,51 @@ pub(crate) fn fixture(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(path)
 }
 
+/// `BOOTVOL_TEST_DATABASE_URL` (`postgres://user@host:port/db`, a server the tests may create
+/// databases on): the integration tests then run on PostgreSQL, each test folder on a database
+/// of its own; unset, on SQLite files.
+#[allow(clippy::disallowed_methods)] // the test suite's own switch, not bootvol's configuration
+pub(crate) fn test_database_url() -> Option<String> {
+    std::env::var("BOOTVOL_TEST_DATABASE_URL").ok().filter(|u| !u.is_empty())
+}
+
+/// Whether the integration tests run on PostgreSQL.
+pub(crate) fn on_postgres() -> bool {
+    test_database_url().is_some()
+}
+
+/// The `[database]` line for a test folder: `path = "<dir>/bootvol.db"`, or with
+/// `BOOTVOL_TEST_DATABASE_URL` the `url` of a database of this folder's own (created here).
+pub(crate) fn database(dir: &Path) -> String {
+    match test_database_url() {
+        None => format!("path = \"{}\"", dir.join("bootvol.db").display()),
+        Some(admin) => format!("url = \"{}\"", postgres_url(&admin, dir)),
+    }
+}
+
+/// The URL of the test folder's own database (created when missing).
+pub(crate) fn postgres_url(admin: &str, dir: &Path) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    dir.hash(&mut hasher);
+    let name = format!("bv_{:016x}", hasher.finish());
+    bootvol::db::engine::create_database(admin, None, &name).expect("test database created");
+    let (server, _) = admin.rsplit_once('/').expect("BOOTVOL_TEST_DATABASE_URL names a database");
+    format!("{server}/{name}")
+}
+
+/// The test folder's database, opened as `[database]` of [`database`] would.
+pub(crate) fn open_db(dir: &Path) -> Db {
+    let config =
+        Config::from_toml(&format!("[database]\n{}\n", database(dir)), "test").expect("config");
+    Db::open_config(&config.database).unwrap()
+}
+
+/// [`open_db`] as a `Result`, for callers that `unwrap` it.
+pub(crate) fn open_db_ok(dir: &Path) -> Result<Db, bootvol::db::DbError> {
+    Ok(open_db(dir))
+}
+
 /// A configuration with every storage interface enabled and its database in `dir`. Its clients
 /// are on loopback, which has no neighbour table: `script_secrets = "any"`.
 pub(crate) fn config_text(dir: &Path) -> String {
@@ -20,7 +65,7 @@ pub(crate) fn config_text(dir: &Path) -> String {
 enabled_storage_interfaces = ["noop", "external", "cinder"]
 default_storage_interface = "noop"
 [database]
-path = "{}"
+{}
 [http]
 public_url = "http://192.0.2.10:8080"
 files_root = "/srv/bootvol/files"
@@ -33,7 +78,7 @@ san_attempts = 4
 san_retry_delay = 3
 script_secrets = "any"
 "#,
-        dir.join("bootvol.db").display()
+        database(dir)
     )
 }
 
@@ -170,7 +215,7 @@ impl Appliance {
     }
 
     pub(crate) fn db(&self) -> Db {
-        Db::open(&self.path("bootvol.db")).unwrap()
+        open_db(self.dir.path())
     }
 }
 

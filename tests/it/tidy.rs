@@ -1,7 +1,8 @@
 //! Tidy: the boundaries of ARCHITECTURE.md that the compiler cannot see, checked by reading the
 //! source tree (rust-analyzer's `tidy.rs` habit). Each failure names `file:line`.
 //!
-//! - `rusqlite` (and `rusqlite_migration`) only under `src/db/`;
+//! - `rusqlite` (and `rusqlite_migration`), `postgres`, `tokio_postgres` and
+//!   `tokio_postgres_rustls` only under `src/db/`;
 //! - `axum`/`hyper` only in the HTTP front ends (`src/http/`, `src/api/`, `src/admin/`) and
 //!   `src/app.rs`;
 //! - `reqwest` only in the Cinder client (`src/cinder/`), the power drivers (`src/power/`) and the
@@ -30,7 +31,13 @@ struct Rule {
 
 const RULES: &[Rule] = &[
     Rule {
-        krates: &["rusqlite", "rusqlite_migration"],
+        krates: &[
+            "rusqlite",
+            "rusqlite_migration",
+            "postgres",
+            "tokio_postgres",
+            "tokio_postgres_rustls",
+        ],
         allowed: &["src/db/"],
         owners: "the repository (src/db/)",
     },
