@@ -1195,7 +1195,7 @@ fn seed_rack(admin: &Admin) {
         &config,
     )
     .unwrap();
-    let mut db = bootvol::db::Db::open(&admin._dir.path().join("bootvol.db")).unwrap();
+    let mut db = crate::support::open_db(admin._dir.path());
     db.apply_inventory(&specs, false).unwrap();
     let mut failed = db.node_record("rack-321").unwrap().unwrap();
     failed.node.provision_state = bootvol::model::ProvisionState::DeployFailed;
@@ -1335,7 +1335,7 @@ fn a_refused_create_re_renders_the_typed_values() {
     assert!(page.body.contains("value=\"10.0.0.5\""), "{}", page.body);
     assert!(page.body.contains("stored; leave empty to keep it"), "{}", page.body);
     assert!(!page.body.contains("bmc-secret-typed"));
-    let db = bootvol::db::Db::open(&admin._dir.path().join("bootvol.db")).unwrap();
+    let db = crate::support::open_db(admin._dir.path());
     let record = db.node_record("typed-node").unwrap().unwrap();
     assert_eq!(record.node.driver_info["redfish_password"], "bmc-secret-typed");
     assert_eq!(record.node.driver_info["redfish_address"], "10.0.0.5");
@@ -1429,7 +1429,7 @@ fn the_sync_panel_warns_of_drift() {
                "target_portal": "192.0.2.5:3260", "target_lun": 0}}),
     );
     assert_eq!(status, 201);
-    let db = bootvol::db::Db::open(&admin._dir.path().join("bootvol.db")).unwrap();
+    let db = crate::support::open_db(admin._dir.path());
     let pass = SyncPass {
         ran_by: SyncRunner::Serve,
         started_at: 1_790_000_000,
@@ -1511,7 +1511,7 @@ fn a_restart_keeps_the_session() {
         "{}",
         refused.body
     );
-    let db = bootvol::db::Db::open(&admin._dir.path().join("bootvol.db")).unwrap();
+    let db = crate::support::open_db(admin._dir.path());
     assert!(db.node_record("before").unwrap().unwrap().node.maintenance, "nothing was done");
     let (anonymous, login_csrf) = (refused.cookie(), refused.csrf());
     let back = admin.call(
