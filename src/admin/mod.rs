@@ -532,6 +532,15 @@ struct Column {
 
 /// The nodes list (one page of it, with what needs attention at the top and the create form),
 /// and the outcome of a form when there was one.
+/// What the nodes list keeps of every node: its summary row, its MACs, its volumes.
+#[derive(Default)]
+struct ListFold {
+    rows: Vec<rack::Summary>,
+    known: std::collections::HashSet<crate::model::MacAddr>,
+    /// Volume id to the node (UUID, name) that uses it.
+    volumes: HashMap<String, (String, String)>,
+}
+
 async fn render_nodes(
     state: &AdminState,
     s: &session::Session,
@@ -548,7 +557,6 @@ async fn render_nodes(
         }
     }
     let default = state.nodes().default_storage();
-    let records = state.nodes().nodes().await;
     let sync = state.nodes().sync_overview().await;
     let drift_lines = match &sync {
         Ok((Some(last), _)) => rack::sync_lines(&last.message),
@@ -556,45 +564,39 @@ async fn render_nodes(
     };
     let drifted: std::collections::HashSet<String> =
         drift_lines.iter().filter(|l| l.kind == "drift").filter_map(|l| l.volume.clone()).collect();
+    // One pass over the nodes, a page at a time: a summary row each, the known MACs, and which
+    // node uses which volume (for the sync panel's links).
+    let folded = state
+        .nodes()
+        .fold_nodes(ListFold::default(), move |fold, r| {
+            let scenario = match crate::boot::decide(r, default) {
+                Ok(scenario) => scenario.name().to_owned(),
+                Err(e) => format!("not bootable: {e}"),
+            };
+            fold.rows.push(rack::Summary::of(r, scenario, &drifted));
+            fold.known.extend(r.ports.iter().map(|p| p.address));
+            for t in &r.volume_targets {
+                fold.volumes
+                    .insert(t.volume_id.clone(), (r.node.uuid.clone(), r.node.name.clone()));
+            }
+        })
+        .await;
     // MACs seen recently that belong to no node (now: the node may have been made since).
     let mut unknown: Vec<minijinja::Value> = Vec::new();
-    if let Ok(records) = &records {
-        let known: std::collections::HashSet<crate::model::MacAddr> =
-            records.iter().flat_map(|r| r.ports.iter().map(|p| p.address)).collect();
-        let mut seen = std::collections::HashSet::new();
-        for hit in state.api.recent_boots().newest_first() {
-            if let (Some(mac), "unknown") = (hit.mac, hit.what)
-                && !known.contains(&mac)
-                && seen.insert(mac)
-            {
-                unknown.push(context! {
-                    mac => mac.to_string(), client => hit.client.to_string(), via => hit.via,
-                    at => crate::timefmt::format_unix(hit.at.max(0) as u64),
-                });
+    let (rows, volumes) = match folded {
+        Ok(ListFold { rows, known, volumes }) => {
+            let mut seen = std::collections::HashSet::new();
+            for hit in state.api.recent_boots().newest_first() {
+                if let (Some(mac), "unknown") = (hit.mac, hit.what)
+                    && !known.contains(&mac)
+                    && seen.insert(mac)
+                {
+                    unknown.push(context! {
+                        mac => mac.to_string(), client => hit.client.to_string(), via => hit.via,
+                        at => crate::timefmt::format_unix(hit.at.max(0) as u64),
+                    });
+                }
             }
-        }
-    }
-    let (rows, volumes) = match &records {
-        Ok(records) => {
-            let rows: Vec<rack::Summary> = records
-                .iter()
-                .map(|r| {
-                    let scenario = match crate::boot::decide(r, default) {
-                        Ok(scenario) => scenario.name().to_owned(),
-                        Err(e) => format!("not bootable: {e}"),
-                    };
-                    rack::Summary::of(r, scenario, &drifted)
-                })
-                .collect();
-            // Which node uses which volume, for the sync panel's links.
-            let volumes: HashMap<String, (String, String)> = records
-                .iter()
-                .flat_map(|r| {
-                    r.volume_targets
-                        .iter()
-                        .map(|t| (t.volume_id.clone(), (r.node.uuid.clone(), r.node.name.clone())))
-                })
-                .collect();
             (rows, volumes)
         }
         Err(e) => {

@@ -132,6 +132,28 @@ impl NodeService {
         Ok(self.db().run(|db| db.node_records()).await?)
     }
 
+    /// Folds every node, by name, into `acc` a page of records at a time: what a view of every
+    /// node keeps of each (a summary row) is all it holds, never every decoded record at once
+    /// (10,000 of those cost tens of megabytes that the allocator keeps).
+    pub async fn fold_nodes<T: Send + 'static>(
+        &self,
+        acc: T,
+        mut each: impl FnMut(&mut T, &NodeRecord) + Send + 'static,
+    ) -> Result<T, NodeError> {
+        let folded = self
+            .db()
+            .run(move |db| {
+                let mut acc = acc;
+                db.for_each_node_record_page(256, |page| {
+                    page.iter().for_each(|record| each(&mut acc, record));
+                    Ok::<(), crate::db::DbError>(())
+                })
+                .map(|()| acc)
+            })
+            .await?;
+        Ok(folded)
+    }
+
     /// The UUID of the node a child names as its parent (refused, not "not found", when there
     /// is none: the child is what is asked for).
     pub async fn parent(&self, key: &str) -> Result<String, NodeError> {
