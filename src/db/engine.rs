@@ -328,6 +328,9 @@ pub(crate) struct Pg {
     target: Arc<PostgresTarget>,
     statements: HashMap<String, postgres::Statement>,
     last_attempt: Option<Instant>,
+    /// Between `BEGIN` and `COMMIT`/`ROLLBACK`: a connection lost then is not reopened until the
+    /// transaction ends, so no statement of it ever runs outside it on a new connection.
+    in_tx: bool,
 }
 
 impl Drop for Pg {
@@ -345,7 +348,13 @@ impl Drop for Pg {
 
 impl Pg {
     pub(crate) fn new(target: Arc<PostgresTarget>, client: postgres::Client) -> Pg {
-        Pg { client: Some(client), target, statements: HashMap::new(), last_attempt: None }
+        Pg {
+            client: Some(client),
+            target,
+            statements: HashMap::new(),
+            last_attempt: None,
+            in_tx: false,
+        }
     }
 
     /// The client, reconnected if it was lost (at most one attempt a second).
@@ -355,6 +364,11 @@ impl Pg {
             self.client = None;
         }
         if self.client.is_none() {
+            if self.in_tx {
+                return Err(DbError::Unavailable(
+                    "the connection was lost inside a transaction".into(),
+                ));
+            }
             if self.last_attempt.is_some_and(|t| t.elapsed() < Duration::from_secs(1)) {
                 return Err(DbError::Unavailable("not connected".into()));
             }
@@ -401,8 +415,27 @@ impl Pg {
     }
 
     fn batch(&mut self, sql: &str) -> Result<(), DbError> {
+        if sql == "COMMIT" || sql == "ROLLBACK" {
+            // Whatever comes of it, the transaction is over; one whose connection was lost
+            // rolled back on the server, and its COMMIT must not be sent on a new connection
+            // (it would "succeed" there, with nothing to commit).
+            self.in_tx = false;
+            if self.client.as_ref().is_none_or(postgres::Client::is_closed) {
+                self.client = None;
+                return match sql {
+                    "COMMIT" => Err(DbError::Unavailable(
+                        "the connection was lost inside a transaction; nothing was written".into(),
+                    )),
+                    _ => Ok(()),
+                };
+            }
+        }
         let client = self.client()?;
-        off_runtime(|| client.batch_execute(sql)).map_err(pg_error)
+        off_runtime(|| client.batch_execute(sql)).map_err(pg_error)?;
+        if sql == "BEGIN" {
+            self.in_tx = true;
+        }
+        Ok(())
     }
 }
 

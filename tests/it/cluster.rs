@@ -526,8 +526,12 @@ fn three_appliances_on_one_postgres_share_writes_and_survive_failures() {
     };
     let (status, body) = change(7, 1);
     assert_eq!(status, 200, "{body}");
-    let propagated =
-        wait("a change through bv2 served by bv3", Duration::from_secs(10), &serves(3, 7, 1));
+    let (on2, on3) = (serves(2, 7, 1), serves(3, 7, 1));
+    let propagated = wait(
+        "a change through bv2 served by every live instance (bv2 and bv3)",
+        Duration::from_secs(10),
+        &|a| on2(a) && on3(a),
+    );
 
     // PostgreSQL stopped for 10 s: boots go on, writes answer 503, /readyz says degraded.
     let pg = Postgres { dir: pg_dir.clone(), ns: ns("pg") };
@@ -594,7 +598,7 @@ fn three_appliances_on_one_postgres_share_writes_and_survive_failures() {
     wait("bv1 serving the change made while it was dead", Duration::from_secs(1), &serves(1, 7, 1));
     eprintln!(
         "FIGURES: nodes {NODES}; spread to all three {spread:?} after apply ({spread_after_commit:?} from its start); \
-         storm {} boots in {storm:?} over three, {:.0}/s, bv1 killed after {:?} (one alone: {:?}, {:.0}/s); change bv2 -> bv3 {propagated:?}; catch-up after outage {caught_up:?}; \
+         storm {} boots in {storm:?} over three, {:.0}/s, bv1 killed after {:?} (one alone: {:?}, {:.0}/s); change through bv2 on bv2 and bv3 {propagated:?}; catch-up after outage {caught_up:?}; \
          bv1 rejoin {rejoined:?}",
         CLIENTS * BOOTS_PER_CLIENT,
         three.boots_per_s,
