@@ -424,7 +424,7 @@ fn three_appliances_on_one_postgres_share_writes_and_survive_failures() {
     };
     let mut bv1 = start(1);
     let _bv2 = start(2);
-    let _bv3 = start(3);
+    let mut bv3 = start(3);
     for n in 1..=3 {
         let url = format!("{}/readyz", api_url(n));
         wait(&format!("bv{n} ready"), Duration::from_secs(30), &|a| {
@@ -596,6 +596,20 @@ fn three_appliances_on_one_postgres_share_writes_and_survive_failures() {
     let rejoined =
         wait("bv1 restarted and serving the change", Duration::from_secs(15), &serves(1, 8, 1));
     wait("bv1 serving the change made while it was dead", Duration::from_secs(1), &serves(1, 7, 1));
+    // Instance 3 stops cleanly (SIGTERM): it leaves the registry, and instance 2's boot.ipxe
+    // stops falling back to it at its next check.
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(bv3.0.as_ref().unwrap().id()).unwrap());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let _ = bv3.0.take().unwrap().wait();
+    let (generic2, gone) = (format!("{}/boot.ipxe", boot_url(2)), format!("{}/boot/", boot_url(3)));
+    wait(
+        "a cleanly stopped instance dropped from its peers' scripts",
+        Duration::from_secs(5),
+        &|a| {
+            let (status, script) = call(a, "GET", &generic2, None);
+            status == 200 && !script.contains(&gone)
+        },
+    );
     eprintln!(
         "FIGURES: nodes {NODES}; spread to all three {spread:?} after apply ({spread_after_commit:?} from its start); \
          storm {} boots in {storm:?} over three, {:.0}/s, bv1 killed after {:?} (one alone: {:?}, {:.0}/s); change through bv2 on bv2 and bv3 {propagated:?}; catch-up after outage {caught_up:?}; \
