@@ -215,6 +215,50 @@ fn boot(agent: &ureq::Agent, appliances: &[String], mac: &str) -> Option<(String
     None
 }
 
+/// The ProxyDHCP OFFERs one iPXE DISCOVER for `mac` gets within 2 s (run in the storm's
+/// namespace): each server's address and the boot file it names, sorted.
+fn proxy_offers(mac: &str) -> Vec<(std::net::Ipv4Addr, String)> {
+    use nix::sys::socket::{setsockopt, sockopt};
+    let bytes: Vec<u8> = mac.split(':').map(|b| u8::from_str_radix(b, 16).unwrap()).collect();
+    let chaddr: [u8; 6] = bytes.try_into().unwrap();
+    let options = vec![
+        (53, vec![bootvol::dhcp::packet::msg::DISCOVER]),
+        (93, 7u16.to_be_bytes().to_vec()),
+        (60, b"PXEClient:Arch:00007:UNDI:003010".to_vec()),
+        (77, b"iPXE".to_vec()),
+    ];
+    let discover = bootvol::dhcp::packet::Packet::request(chaddr, 0x0b00_7001, options);
+    let socket = std::net::UdpSocket::bind("0.0.0.0:68").unwrap();
+    setsockopt(&socket, sockopt::Broadcast, &true).unwrap();
+    setsockopt(&socket, sockopt::BindToDevice, &"eth0".into()).unwrap();
+    let mut offers = Vec::new();
+    for _ in 0..5 {
+        socket.send_to(&discover.encode(), (std::net::Ipv4Addr::BROADCAST, 67)).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let mut buf = [0u8; 1500];
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            socket.set_read_timeout(Some(left.max(Duration::from_millis(1)))).unwrap();
+            let Ok((n, from)) = socket.recv_from(&mut buf) else { break };
+            if let Ok(reply) = bootvol::dhcp::packet::Packet::parse(&buf[..n])
+                && reply.xid == discover.xid
+                && reply.op == 2
+            {
+                let end = reply.file.iter().position(|b| *b == 0).unwrap_or(reply.file.len());
+                let std::net::IpAddr::V4(from) = from.ip() else { continue };
+                let offer = (from, String::from_utf8_lossy(&reply.file[..end]).into_owned());
+                if !offers.contains(&offer) {
+                    offers.push(offer);
+                }
+            }
+        }
+        if offers.len() >= 3 {
+            break;
+        }
+    }
+    offers.sort();
+    offers
+}
+
 /// What a storm came to.
 #[derive(Debug)]
 struct Storm {
@@ -369,7 +413,8 @@ fn three_appliances_on_one_postgres_share_writes_and_survive_failures() {
                  max_connections = 400\nmax_connections_per_client = 400 # the simulated nodes share one address\n\
                  [tftp]\nlisten = \"{at}:69\"\nroot = \"{files}\"\n\
                  [api]\nlisten = \"{at}:6385\"\nauth_strategy = \"noauth\"\n\
-                 [boot]\nscript_secrets = \"any\" # simulated nodes are not neighbours\n",
+                 [boot]\nscript_secrets = \"any\" # simulated nodes are not neighbours\n\
+                 [dhcp]\nmode = \"proxy\"\ninterfaces = [\"eth0\"]\n",
                 files = files.display()
             ),
         )
@@ -432,6 +477,16 @@ fn three_appliances_on_one_postgres_share_writes_and_survive_failures() {
         });
     }
 
+    // ProxyDHCP: one iPXE DISCOVER from the storm's link gets an OFFER from every instance, each
+    // naming its own boot URL.
+    let offers = in_ns(&ns("storm"), || proxy_offers(&mac(5)));
+    let mut expected: Vec<(std::net::Ipv4Addr, String)> = (1..=3)
+        .map(|n| (address(n).parse().unwrap(), format!("{}/boot.ipxe", boot_url(n))))
+        .collect();
+    expected.sort();
+    assert_eq!(offers, expected, "every instance answers ProxyDHCP with its own address");
+    eprintln!("ProxyDHCP: offers from {:?}", offers.iter().map(|o| o.0).collect::<Vec<_>>());
+
     // 2,000 nodes through instance 1's configuration, in one transaction; 2 and 3 serve them.
     let inventory_file = dir.path().join("inventory.json");
     std::fs::write(&inventory_file, inventory().to_string()).unwrap();
@@ -472,16 +527,19 @@ fn three_appliances_on_one_postgres_share_writes_and_survive_failures() {
     let storm = three.took;
 
     // A target changed through instance 2 is served by instance 3.
-    let target_of = |node: usize| -> (String, String) {
+    // The target's UUID, or the answer that refused to say (503 while reconnecting).
+    let target_of = |node: usize| -> Result<(String, String), (u16, String)> {
         let api = api_url(2);
         let node = format!("node{node}");
         in_ns(&ns("storm"), move || {
             let a = agent(Duration::from_secs(5));
             let (status, body) =
                 call(&a, "GET", &format!("{api}/v1/volume/targets?node={node}"), None);
-            assert_eq!(status, 200, "{body}");
+            if status != 200 {
+                return Err((status, body));
+            }
             let body: Value = serde_json::from_str(&body).unwrap();
-            (api, body["targets"][0]["uuid"].as_str().unwrap().to_owned())
+            Ok((api, body["targets"][0]["uuid"].as_str().unwrap().to_owned()))
         })
     };
     // Volume information of a deployed node changes only while it is powered off (Ironic's
@@ -508,7 +566,10 @@ fn three_appliances_on_one_postgres_share_writes_and_survive_failures() {
         });
     }
     let change = |node: usize, generation: u32| -> (u16, String) {
-        let (api, uuid) = target_of(node);
+        let (api, uuid) = match target_of(node) {
+            Ok(found) => found,
+            Err(refused) => return refused,
+        };
         let patch = json!([{"op": "replace", "path": "/properties/target_iqn", "value": iqn(node, generation)}]);
         in_ns(&ns("storm"), move || {
             call(

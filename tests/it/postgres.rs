@@ -210,3 +210,20 @@ fn tls_with_ca_file_checks_the_server_certificate() {
     psql("ALTER SYSTEM RESET ssl_key_file");
     psql("SELECT pg_reload_conf()");
 }
+
+#[test]
+fn instances_starting_together_on_an_empty_database_migrate_it_once() {
+    if !on_postgres() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    crate::support::database(dir.path()); // the empty database, created once
+    let openers: Vec<_> = (0..4)
+        .map(|_| {
+            let dir = dir.path().to_owned();
+            std::thread::spawn(move || crate::support::open_db(&dir).schema_version().unwrap())
+        })
+        .collect();
+    let versions: Vec<i64> = openers.into_iter().map(|o| o.join().unwrap()).collect();
+    assert!(versions.windows(2).all(|w| w[0] == w[1]), "{versions:?}");
+}
