@@ -11,9 +11,12 @@
 //! instance 1 restarted serves the changed script. Timings are reported on standard error and
 //! asserted loosely (within 10 s).
 //!
-//! Not in it (said in issue 16's closing note): ProxyDHCP and TFTP in the storm (each instance
-//! answers ProxyDHCP with its own address, `tests/it/dhcp.rs`; the TFTP file is the same on
-//! every instance).
+//! ProxyDHCP is checked once, not per simulated node: one iPXE DISCOVER broadcast on the bridge
+//! gets an OFFER from each instance, naming its own boot URL. Not in it (said in issue 16's
+//! closing note): DHCP and TFTP for every simulated node of the storm (the clients start with
+//! HTTP), and a node loaded through the API (the 2,000 nodes are one `bootvol apply` with
+//! instance 1's configuration; the change through instance 2 is an API write). Instance 3 stops
+//! cleanly at the end: it leaves the registry, and instance 2's script drops it.
 //!
 //! Needs root, `ip`, `runuser` and PostgreSQL 15 (`/usr/lib/postgresql/15/bin`); without them it
 //! says so and passes, unless `BOOTVOL_REQUIRE_POSTGRES=1` (CI). Runs once, in the SQLite pass
