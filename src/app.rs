@@ -331,6 +331,21 @@ pub async fn serve(
             "drain timeout: actions cut short end at the next start, as after a crash"
         );
     }
+    // Leaving cleanly: the peers drop this instance from their scripts at their next check and
+    // take its once-only work at once, rather than after the heartbeat and the leases expire.
+    let leaving = conductor.db().run(|db| {
+        if !db.is_postgres() {
+            return Ok(());
+        }
+        db.leave(crate::db::serve_id())?;
+        for lease in LEASES {
+            db.release_lease(lease, crate::db::serve_id())?;
+        }
+        Ok::<(), crate::db::DbError>(())
+    });
+    if let Err(e) = tokio::time::timeout(Duration::from_secs(2), leaving).await.unwrap_or(Ok(())) {
+        tracing::warn!(error = %e, "could not leave the instances registry");
+    }
     tracing::info!("stopped");
     http_result.and(tftp_result).and(api_result)
 }
@@ -726,6 +741,9 @@ fn start_cluster_services(
         }
     });
 }
+
+/// Every lease name `serve` takes (released when it stops).
+const LEASES: [&str; 5] = ["webhook", "deploy expiry", "power sync", "cinder sync", "recovery"];
 
 /// How often an instance records its heartbeat.
 const HEARTBEAT: Duration = Duration::from_secs(5);

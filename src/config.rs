@@ -1041,6 +1041,20 @@ impl Config {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_database_is_a_sqlite_path_or_a_postgres_url_never_both() {
+        let both = "[database]\npath = \"/var/lib/x.db\"\nurl = \"postgres://b@h/d\"\n";
+        let e = Config::from_toml(both, "t").unwrap_err().to_string();
+        assert!(e.contains("not both"), "{e}");
+        let url = Config::from_toml("[database]\nurl = \"postgres://b@h/d\"\n", "t").unwrap();
+        assert_eq!(url.database.url.as_deref(), Some("postgres://b@h/d"));
+        let e = Config::from_toml("[database]\nca_file = \"/etc/ca.pem\"\n", "t").unwrap_err();
+        assert!(e.to_string().contains("go with url"), "{e}");
+        let e = Config::from_toml("[database]\nurl = \"mysql://h/d\"\n", "t").unwrap_err();
+        assert!(e.to_string().contains("database.url"), "{e}");
+    }
+
     use super::*;
 
     #[test]

@@ -204,8 +204,9 @@ impl PostgresTarget {
         password_file: Option<&Path>,
         ca_file: Option<&Path>,
     ) -> Result<PostgresTarget, String> {
-        let mut config: tokio_postgres::Config =
-            url.parse().map_err(|e| format!("database.url: {e}"))?;
+        let mut config: tokio_postgres::Config = url
+            .parse()
+            .map_err(|e: tokio_postgres::Error| format!("database.url: {}", with_causes(&e)))?;
         if config.get_password().is_some() {
             return Err("database.url: carries a password; put it in database.password_file".into());
         }
@@ -327,6 +328,9 @@ pub(crate) struct Pg {
     target: Arc<PostgresTarget>,
     statements: HashMap<String, postgres::Statement>,
     last_attempt: Option<Instant>,
+    /// Between `BEGIN` and `COMMIT`/`ROLLBACK`: a connection lost then is not reopened until the
+    /// transaction ends, so no statement of it ever runs outside it on a new connection.
+    in_tx: bool,
 }
 
 impl Drop for Pg {
@@ -344,7 +348,13 @@ impl Drop for Pg {
 
 impl Pg {
     pub(crate) fn new(target: Arc<PostgresTarget>, client: postgres::Client) -> Pg {
-        Pg { client: Some(client), target, statements: HashMap::new(), last_attempt: None }
+        Pg {
+            client: Some(client),
+            target,
+            statements: HashMap::new(),
+            last_attempt: None,
+            in_tx: false,
+        }
     }
 
     /// The client, reconnected if it was lost (at most one attempt a second).
@@ -354,6 +364,11 @@ impl Pg {
             self.client = None;
         }
         if self.client.is_none() {
+            if self.in_tx {
+                return Err(DbError::Unavailable(
+                    "the connection was lost inside a transaction".into(),
+                ));
+            }
             if self.last_attempt.is_some_and(|t| t.elapsed() < Duration::from_secs(1)) {
                 return Err(DbError::Unavailable("not connected".into()));
             }
@@ -400,9 +415,42 @@ impl Pg {
     }
 
     fn batch(&mut self, sql: &str) -> Result<(), DbError> {
+        if sql == "COMMIT" || sql == "ROLLBACK" {
+            // Whatever comes of it, the transaction is over; one whose connection was lost
+            // rolled back on the server, and its COMMIT must not be sent on a new connection
+            // (it would "succeed" there, with nothing to commit).
+            self.in_tx = false;
+            if self.client.as_ref().is_none_or(postgres::Client::is_closed) {
+                self.client = None;
+                return match sql {
+                    "COMMIT" => Err(DbError::Unavailable(
+                        "the connection was lost inside a transaction; nothing was written".into(),
+                    )),
+                    _ => Ok(()),
+                };
+            }
+        }
         let client = self.client()?;
-        off_runtime(|| client.batch_execute(sql)).map_err(pg_error)
+        off_runtime(|| client.batch_execute(sql)).map_err(pg_error)?;
+        if sql == "BEGIN" {
+            self.in_tx = true;
+        }
+        Ok(())
     }
+}
+
+/// An error's text followed by its causes' (the client's errors say little on their own).
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut message = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !message.contains(&text) {
+            message = format!("{message}: {text}");
+        }
+        cause = c.source();
+    }
+    message
 }
 
 /// A PostgreSQL error, as unavailability when the connection is gone.
@@ -411,7 +459,8 @@ pub(crate) fn pg_error(e: postgres::Error) -> DbError {
     // going down (57P01 admin shutdown, 57P02 crash shutdown, 57P03 cannot connect now).
     let down = e.code().is_some_and(|c| c.code().starts_with("08") || c.code().starts_with("57P"));
     if e.is_closed() || down || e.as_db_error().is_none() && e.code().is_none() {
-        DbError::Unavailable(e.to_string())
+        // With its causes: "error performing TLS handshake: invalid peer certificate: ...".
+        DbError::Unavailable(with_causes(&e))
     } else {
         DbError::Postgres(e)
     }
@@ -670,6 +719,66 @@ impl Drop for Tx<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_url_is_taken_without_a_password_and_tls_needs_a_ca_file() {
+        let plain = PostgresTarget::new("postgres://bootvol@db:5432/bootvol", None, None).unwrap();
+        assert!(plain.tls.is_none());
+        assert_eq!(plain.config.get_ssl_mode(), tokio_postgres::config::SslMode::Disable);
+        let refused = PostgresTarget::new("postgres://bootvol:pw@db/bootvol", None, None);
+        assert!(refused.unwrap_err().contains("password_file"));
+        let refused =
+            PostgresTarget::new("postgres://bootvol@db/bootvol?sslmode=require", None, None);
+        assert!(refused.unwrap_err().contains("ca_file"));
+        let unknown =
+            PostgresTarget::new("postgres://bootvol@db/bootvol?sslmode=verify-full", None, None);
+        assert!(
+            unknown.unwrap_err().contains("sslmode"),
+            "tokio-postgres parses disable/prefer/require only"
+        );
+        let dir = std::env::temp_dir().join(format!("bootvol-pw-{}", std::process::id()));
+        std::fs::write(&dir, "s3cret\n").unwrap();
+        let with = PostgresTarget::new("postgres://bootvol@db/bootvol", Some(&dir), None).unwrap();
+        assert_eq!(with.config.get_password(), Some(&b"s3cret"[..]));
+        assert!(!format!("{with:?}").contains("s3cret"));
+        std::fs::remove_file(&dir).unwrap();
+    }
+
+    #[test]
+    fn every_change_is_logged_with_seq_in_commit_order_and_pruned_logs_say_so() {
+        let db = crate::db::Db::open_in_memory().unwrap();
+        assert_eq!(db.change_seq().unwrap(), 0);
+        let tx = db.conn.begin().unwrap();
+        tx.changed("nodes", "a", "create");
+        tx.changed("nodes", "a", "create");
+        tx.changed("ports", "p", "create");
+        tx.commit().unwrap();
+        let tx = db.conn.begin().unwrap();
+        tx.changed("nodes", "b", "update");
+        drop(tx); // rolled back: nothing logged, no seq taken
+        let tx = db.conn.begin().unwrap();
+        tx.changed("nodes", "a", "delete");
+        tx.commit().unwrap();
+        let seen: Vec<(i64, String, String)> = db
+            .changes_since(0, 10)
+            .unwrap()
+            .unwrap()
+            .into_iter()
+            .map(|c| (c.seq, c.key, c.op))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (1, "a".into(), "create".into()),
+                (2, "p".into(), "create".into()),
+                (3, "a".into(), "delete".into())
+            ]
+        );
+        assert_eq!(db.changes_since(2, 10).unwrap().unwrap().len(), 1);
+        db.conn.execute("DELETE FROM change_log WHERE seq < 3", &[]).unwrap();
+        assert_eq!(db.changes_since(0, 10).unwrap(), None, "behind the pruned log: reload all");
+        assert_eq!(db.changes_since(2, 10).unwrap().unwrap().len(), 1);
+    }
 
     #[test]
     fn placeholders_and_timestamps_are_translated_outside_quotes() {

@@ -464,15 +464,17 @@ const MIGRATION_LOCK: i64 = 0x0062_6f6f_7476_6f6c;
 /// transaction with the version, under a transaction-scoped advisory lock so that instances
 /// starting together migrate once.
 pub(crate) fn migrate_postgres(conn: &Conn) -> Result<i64, DbError> {
+    let tx = conn.begin()?;
+    // First the lock: `CREATE TABLE IF NOT EXISTS` is not safe against a concurrent one (two
+    // instances starting together on an empty database), the lock makes them take turns.
+    tx.query("SELECT pg_advisory_xact_lock(?1)", args![MIGRATION_LOCK])?;
     let exists: Option<String> =
-        conn.query_one("SELECT CAST(to_regclass('schema_version') AS TEXT)", &[])?.get(0)?;
+        tx.query_one("SELECT CAST(to_regclass('schema_version') AS TEXT)", &[])?.get(0)?;
     if exists.is_none() {
-        conn.batch(
-            "CREATE TABLE IF NOT EXISTS schema_version (id BIGINT PRIMARY KEY CHECK (id = 1), version BIGINT NOT NULL)",
+        tx.batch(
+            "CREATE TABLE schema_version (id BIGINT PRIMARY KEY CHECK (id = 1), version BIGINT NOT NULL)",
         )?;
     }
-    let tx = conn.begin()?;
-    tx.query("SELECT pg_advisory_xact_lock(?1)", args![MIGRATION_LOCK])?;
     tx.execute(
         "INSERT INTO schema_version (id, version) VALUES (1, 0) ON CONFLICT (id) DO NOTHING",
         &[],

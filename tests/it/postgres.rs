@@ -92,3 +92,138 @@ fn change_seq_follows_commit_order_under_concurrent_writers() {
     assert_eq!(seqs, expected, "no gap: a reader at any seq misses nothing");
     assert_eq!(db.change_seq().unwrap(), before + 20);
 }
+
+/// `sslmode=require` with `ca_file`: the server's certificate is checked against the CA (and the
+/// host name) by rustls; another CA is refused. The suite's server gets TLS turned on for this
+/// (`ALTER SYSTEM`, plain connections still work), so it runs only as root on a local server
+/// reached over its socket (as CI runs it).
+#[test]
+#[allow(clippy::disallowed_methods)] // tests run tools
+fn tls_with_ca_file_checks_the_server_certificate() {
+    let Some(admin) = test_database_url() else { return };
+    let Some(port) = admin.strip_prefix("postgres://postgres@%2F").and_then(|rest| {
+        rest.split(':').nth(1).and_then(|p| p.split('/').next()).map(str::to_owned)
+    }) else {
+        eprintln!("skipped: needs the suite's server over its socket");
+        return;
+    };
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: needs root (the server's key is handed to the postgres user)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let openssl = |args: &[&str]| {
+        let out = std::process::Command::new("openssl").args(args).current_dir(d).output().unwrap();
+        assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    for ca in ["ca", "other"] {
+        openssl(&[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            &format!("/CN=bootvol test {ca}"),
+            "-keyout",
+            &format!("{ca}.key"),
+            "-out",
+            &format!("{ca}.pem"),
+        ]);
+    }
+    openssl(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        "/CN=localhost",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+    ]);
+    std::fs::write(d.join("san.ext"), "subjectAltName=DNS:localhost,IP:127.0.0.1\n").unwrap();
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "2",
+        "-extfile",
+        "san.ext",
+        "-out",
+        "server.pem",
+    ]);
+    let user = nix::unistd::User::from_name("postgres").unwrap().unwrap();
+    for file in ["server.pem", "server.key"] {
+        nix::unistd::chown(&d.join(file), Some(user.uid), Some(user.gid)).unwrap();
+    }
+    std::fs::set_permissions(d, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(
+        d.join("server.key"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .unwrap();
+    let psql = |sql: &str| {
+        let out =
+            std::process::Command::new("psql").arg(&admin).args(["-qAtc", sql]).output().unwrap();
+        assert!(out.status.success(), "psql {sql}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    psql(&format!("ALTER SYSTEM SET ssl_cert_file = '{}'", d.join("server.pem").display()));
+    psql(&format!("ALTER SYSTEM SET ssl_key_file = '{}'", d.join("server.key").display()));
+    psql("ALTER SYSTEM SET ssl = on");
+    psql("SELECT pg_reload_conf()");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let db = tempfile::tempdir().unwrap();
+    let name = postgres_url(&admin, db.path()).rsplit('/').next().unwrap().to_owned();
+    let config = |ca: &str| {
+        let (ca, port, name) = (d.join(ca), port.clone(), name.clone());
+        Appliance::with_config(move |_| {
+            sqlite_config(Path::new("/nonexistent")).replace(
+                "path = \"/nonexistent/bootvol.db\"",
+                &format!(
+                    "url = \"postgres://postgres@localhost:{port}/{name}?sslmode=require\"\nca_file = \"{}\"",
+                    ca.display()
+                ),
+            )
+        })
+    };
+    let trusted = config("ca.pem");
+    assert!(
+        trusted.ok(&["check-config"]).contains("TLS, server certificate checked against ca_file")
+    );
+    assert!(trusted.ok(&["export"]).contains("\"nodes\""));
+    let untrusted = config("other.pem").fails(&["export"]);
+    assert!(untrusted.to_lowercase().contains("certificate"), "{untrusted}");
+    psql("ALTER SYSTEM RESET ssl");
+    psql("ALTER SYSTEM RESET ssl_cert_file");
+    psql("ALTER SYSTEM RESET ssl_key_file");
+    psql("SELECT pg_reload_conf()");
+}
+
+#[test]
+fn instances_starting_together_on_an_empty_database_migrate_it_once() {
+    if !on_postgres() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    crate::support::database(dir.path()); // the empty database, created once
+    let openers: Vec<_> = (0..4)
+        .map(|_| {
+            let dir = dir.path().to_owned();
+            std::thread::spawn(move || crate::support::open_db(&dir).schema_version().unwrap())
+        })
+        .collect();
+    let versions: Vec<i64> = openers.into_iter().map(|o| o.join().unwrap()).collect();
+    assert!(versions.windows(2).all(|w| w[0] == w[1]), "{versions:?}");
+}
