@@ -617,7 +617,10 @@ fn wait_for(api: &Api, node: &str, field: &str, value: &str) {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let (_, doc) = api.v("GET", &format!("/v1/nodes/{node}"), None);
-        if doc[field] == value {
+        // As Ironic's clients wait: the state reached and the node's lock released (an action
+        // saves its end state just before it lets go of the node; a request in between is
+        // NodeLocked, 409).
+        if doc[field] == value && doc["reservation"].is_null() {
             return;
         }
         assert!(Instant::now() < deadline, "{node}: {field} never became {value}: {doc}");
