@@ -543,7 +543,9 @@ impl Api {
         let mut cmd = command_in(Some(&self.netns), "curl");
         cmd.args(["-sS", "--max-time", "20", "-X", method, "-u"])
             .arg(format!("admin:{}", self.password))
-            .args(["-H", "Content-Type: application/json", "-w", "\n%{http_code}"]);
+            .args(["-H", "Content-Type: application/json", "-w", "\n%{http_code}"])
+            // As Ironic's clients do: without it a request is at 1.1, where `name` is unknown.
+            .args(["-H", "X-OpenStack-Ironic-API-Version: 1.38"]);
         if let Some(body) = body {
             cmd.args(["--data", body]);
         }
