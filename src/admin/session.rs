@@ -96,18 +96,19 @@ fn unhex(text: &str) -> Option<Vec<u8>> {
 impl Sessions {
     /// A store whose cookies are signed with `key` (kept by the caller across restarts), with
     /// the sessions `logged_out` refused.
-    pub(super) fn new(key: Vec<u8>, logged_out: Vec<String>) -> Sessions {
+    pub(super) fn new(key: String, logged_out: Vec<String>) -> Sessions {
         Sessions {
-            key,
+            key: key.into_bytes(),
             entries: Mutex::new(HashMap::new()),
             logged_out: Mutex::new(logged_out.into_iter().collect()),
         }
     }
 
-    /// A fresh random key, for a store that has none kept.
-    pub(super) fn random_key() -> Vec<u8> {
+    /// A fresh random key (256 bits, as hex text: the database keeps it as it is), for a store
+    /// that has none kept.
+    pub(super) fn random_key() -> String {
         use sha2::Digest;
-        Sha256::digest(random_hex().as_bytes()).to_vec()
+        hex(&Sha256::digest(random_hex().as_bytes()))
     }
 
     fn mac(&self, text: &str) -> String {

@@ -766,7 +766,9 @@ impl Conductor {
     /// volumes detached), `deleting` becomes `error`, a pending power target is cleared, each
     /// with `last_error` and an event. Nodes a live process holds are left alone.
     pub async fn recover_interrupted(&self) -> Result<Vec<String>, ConductorError> {
-        let records = self.db.run(|db| db.node_records_interrupted(INTERRUPTIBLE)).await?;
+        let states: Vec<ProvisionState> =
+            INTERRUPTIBLE.iter().map(|(passing, ..)| *passing).collect();
+        let records = self.db.run(move |db| db.node_records_interrupted(&states)).await?;
         let mut recovered = Vec::new();
         for record in records.into_iter().filter(stuck) {
             if let Some(line) = self.recover_node(&record).await? {
@@ -792,42 +794,21 @@ impl Conductor {
                 return other.map(|_| None).map_err(ConductorError::from);
             }
         };
-        let what = match record.node.provision_state {
-            ProvisionState::Deploying => {
-                if let Ok(storage) = self.storage.for_node(&record)
-                    && let Err(e) = storage.detach_volumes(&record).await
-                {
-                    tracing::warn!(node = record.node.name, error = %e, "detaching after an interrupted deploy");
-                }
-                let _ = self.reload(&mut record).await;
-                record.node.provision_state = ProvisionState::DeployFailed;
-                "deploy"
+        if record.node.provision_state == ProvisionState::Deploying {
+            if let Ok(storage) = self.storage.for_node(&record)
+                && let Err(e) = storage.detach_volumes(&record).await
+            {
+                tracing::warn!(node = record.node.name, error = %e, "detaching after an interrupted deploy");
             }
-            ProvisionState::Deleting => {
-                record.node.provision_state = ProvisionState::Error;
-                "undeploy"
+            let _ = self.reload(&mut record).await;
+        }
+        let state = record.node.provision_state;
+        let what = match INTERRUPTIBLE.iter().find(|(passing, ..)| *passing == state) {
+            Some(&(_, failed, what)) => {
+                record.node.provision_state = failed;
+                what
             }
-            ProvisionState::Cleaning => {
-                record.node.provision_state = ProvisionState::CleanFailed;
-                "cleaning"
-            }
-            ProvisionState::Inspecting => {
-                record.node.provision_state = ProvisionState::InspectFailed;
-                "inspection"
-            }
-            ProvisionState::Adopting => {
-                record.node.provision_state = ProvisionState::AdoptFailed;
-                "adoption"
-            }
-            ProvisionState::Rescuing => {
-                record.node.provision_state = ProvisionState::RescueFailed;
-                "rescue"
-            }
-            ProvisionState::Unrescuing => {
-                record.node.provision_state = ProvisionState::UnrescueFailed;
-                "unrescue"
-            }
-            _ => "power action",
+            None => "power action",
         };
         record.node.target_provision_state = None;
         record.node.target_power_state = None;
@@ -958,19 +939,21 @@ impl Conductor {
 
 /// Whether a node shows an action in flight (which, without a live lock holder, a crash cut
 /// short).
-/// The provision states an action passes through, which a crash can leave a node in.
-const INTERRUPTIBLE: &[ProvisionState] = &[
-    ProvisionState::Deploying,
-    ProvisionState::Deleting,
-    ProvisionState::Cleaning,
-    ProvisionState::Inspecting,
-    ProvisionState::Adopting,
-    ProvisionState::Rescuing,
-    ProvisionState::Unrescuing,
+/// The provision states an action passes through, which a crash can leave a node in: each with
+/// the state recovery ends it in and what the interrupted action was.
+const INTERRUPTIBLE: &[(ProvisionState, ProvisionState, &str)] = &[
+    (ProvisionState::Deploying, ProvisionState::DeployFailed, "deploy"),
+    (ProvisionState::Deleting, ProvisionState::Error, "undeploy"),
+    (ProvisionState::Cleaning, ProvisionState::CleanFailed, "cleaning"),
+    (ProvisionState::Inspecting, ProvisionState::InspectFailed, "inspection"),
+    (ProvisionState::Adopting, ProvisionState::AdoptFailed, "adoption"),
+    (ProvisionState::Rescuing, ProvisionState::RescueFailed, "rescue"),
+    (ProvisionState::Unrescuing, ProvisionState::UnrescueFailed, "unrescue"),
 ];
 
 fn stuck(record: &NodeRecord) -> bool {
-    INTERRUPTIBLE.contains(&record.node.provision_state) || record.node.target_power_state.is_some()
+    INTERRUPTIBLE.iter().any(|(passing, ..)| *passing == record.node.provision_state)
+        || record.node.target_power_state.is_some()
 }
 
 /// What an action started through [`Conductor::start`] does.

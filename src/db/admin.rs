@@ -5,24 +5,22 @@ use super::engine::args;
 use super::{Db, DbError};
 
 impl Db {
-    /// The signing key named `name`: `fresh` is stored the first time, and the stored one is
-    /// returned ever after (so every instance and every restart signs alike). Kept as hex text.
-    pub fn admin_key(&self, name: &str, fresh: &[u8]) -> Result<Vec<u8>, DbError> {
+    /// The signing key named `name` (text, opaque here): `fresh` is stored the first time, and
+    /// the stored one is returned ever after, so every instance and every restart signs alike
+    /// (the first writer wins when two race).
+    pub fn admin_key(&self, name: &str, fresh: &str) -> Result<String, DbError> {
         self.conn.execute(
             "INSERT INTO admin_keys (name, key) VALUES (?1, ?2) ON CONFLICT (name) DO NOTHING",
-            args![name, hex(fresh)],
+            args![name, fresh],
         )?;
-        let corrupt = |message: &str| DbError::Corrupt {
-            table: "admin_keys",
-            key: name.to_owned(),
-            message: message.into(),
-        };
-        let key: String = self
-            .conn
+        self.conn
             .query_opt("SELECT key FROM admin_keys WHERE name = ?1", args![name])?
-            .ok_or_else(|| corrupt("missing after insert"))?
-            .get(0)?;
-        unhex(&key).ok_or_else(|| corrupt("not hexadecimal"))
+            .ok_or_else(|| DbError::Corrupt {
+                table: "admin_keys",
+                key: name.to_owned(),
+                message: "missing after insert".into(),
+            })?
+            .get(0)
     }
 
     /// Records a logged-out session until `expires_at` (Unix seconds), forgetting those
@@ -51,17 +49,6 @@ impl Db {
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn unhex(text: &str) -> Option<Vec<u8>> {
-    if !text.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..text.len()).step_by(2).map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok()).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -69,9 +56,9 @@ mod tests {
     #[test]
     fn the_key_is_made_once_and_logouts_expire() {
         let db = Db::open_in_memory().unwrap();
-        let first = db.admin_key("session", &[1; 32]).unwrap();
-        assert_eq!(first, vec![1; 32]);
-        assert_eq!(db.admin_key("session", &[2; 32]).unwrap(), first, "kept, not redrawn");
+        let first = db.admin_key("session", "k1").unwrap();
+        assert_eq!(first, "k1");
+        assert_eq!(db.admin_key("session", "k2").unwrap(), first, "kept, not redrawn");
         db.add_admin_logout("a", 100, 50).unwrap();
         db.add_admin_logout("b", 300, 50).unwrap();
         assert_eq!(db.admin_logouts(200).unwrap(), ["b"]);

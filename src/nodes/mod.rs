@@ -221,7 +221,7 @@ impl NodeService {
     // The admin page's sessions (kept in the same database, so they survive a restart)
 
     /// The admin session signing key: the stored one, or `fresh` stored when there is none.
-    pub async fn admin_session_key(&self, fresh: Vec<u8>) -> Result<Vec<u8>, NodeError> {
+    pub async fn admin_session_key(&self, fresh: String) -> Result<String, NodeError> {
         Ok(self.db().run(move |db| db.admin_key("session", &fresh)).await?)
     }
 

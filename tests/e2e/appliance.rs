@@ -389,7 +389,6 @@ fn bridge(netns: &Netns) {
 /// dnsmasq on the bridge: addresses (the appliance's fixed) and IPv6 router advertisements,
 /// nothing else (no boot option, no TFTP, no DNS).
 fn start_dnsmasq(netns: &Netns, dir: &Path) -> Daemon {
-    let conf = dir.join("dnsmasq.conf");
     let text = format!(
         "port=0\nuser=root\ngroup=root\ninterface=br0\nbind-interfaces\n\
          dhcp-range=10.77.0.100,10.77.0.150,255.255.255.0,1h\n\
@@ -397,15 +396,7 @@ fn start_dnsmasq(netns: &Netns, dir: &Path) -> Daemon {
          dhcp-leasefile={}\nlog-dhcp\nenable-ra\ndhcp-range=::,constructor:br0,ra-only\n",
         dir.join("dnsmasq.leases").display()
     );
-    std::fs::write(&conf, text).unwrap();
-    let mut cmd = command_in(Some(netns.name()), "dnsmasq");
-    cmd.arg("--keep-in-foreground")
-        .arg("--log-facility=-")
-        .arg(format!("--conf-file={}", conf.display()))
-        .arg(format!("--pid-file={}", dir.join("dnsmasq.pid").display()));
-    let mut daemon = Daemon::spawn("dnsmasq", cmd, &dir.join("dnsmasq.log"));
-    netns.wait_listening("udp", 67, &mut daemon);
-    daemon
+    crate::support::net::run_dnsmasq(netns, dir, &text)
 }
 
 /// VM 1: the appliance's disk (writable, the first boot device), its NIC without option ROM,

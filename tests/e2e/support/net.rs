@@ -116,7 +116,6 @@ pub(crate) struct Dhcp {
 /// The advertisements matter: without a router, iPXE's "Configuring" waits about 13 s for IPv6.
 /// dnsmasq stays root (a change of user or group would also clear its parent-death signal).
 pub(crate) fn start_dhcp(netns: &Netns, dir: &Path, dhcp: &Dhcp) -> Daemon {
-    let conf = dir.join("dnsmasq.conf");
     let mut text = format!(
         "port=0\n\
          user=root\n\
@@ -138,6 +137,13 @@ pub(crate) fn start_dhcp(netns: &Netns, dir: &Path, dhcp: &Dhcp) -> Daemon {
     if let Some(efi) = &dhcp.efi_bootfile {
         text.push_str(&format!("dhcp-boot=tag:!ipxe,tag:efi64,{efi},,{SERVER_IP}\n"));
     }
+    run_dnsmasq(netns, dir, &text)
+}
+
+/// dnsmasq in `netns` with the configuration `text` (written to `dir/dnsmasq.conf`), in the
+/// foreground and logging to `dir/dnsmasq.log`; returns once it listens on 67/udp.
+pub(crate) fn run_dnsmasq(netns: &Netns, dir: &Path, text: &str) -> Daemon {
+    let conf = dir.join("dnsmasq.conf");
     std::fs::write(&conf, text).unwrap();
     let mut cmd = command_in(Some(netns.name()), "dnsmasq");
     cmd.arg("--keep-in-foreground")
