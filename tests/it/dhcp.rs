@@ -125,12 +125,7 @@ fn file(p: &Packet) -> String {
 }
 
 fn available() -> bool {
-    let root = nix::unistd::geteuid().is_root();
-    let ip = tool("ip").arg("-V").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok();
-    if !(root && ip) {
-        eprintln!("skipped: needs root and ip (network namespaces)");
-    }
-    root && ip
+    crate::support::netns_available("dhcp", &[])
 }
 
 #[test]

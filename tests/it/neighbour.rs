@@ -53,14 +53,7 @@ fn ip(netns: &str, args: &[&str]) {
 }
 
 fn available() -> bool {
-    let root = nix::unistd::geteuid().is_root();
-    let tools = ["ip", "curl"]
-        .iter()
-        .all(|t| tool(t).arg("-V").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok());
-    if !(root && tools) {
-        eprintln!("skipped: needs root, ip and curl (network namespaces)");
-    }
-    root && tools
+    crate::support::netns_available("neighbour", &["curl"])
 }
 
 /// The server's namespace (a bridge at `.1`) and two clients on it: the node's NIC and a

@@ -56,10 +56,7 @@ fn get_in(ns: &str, url: &str) -> Option<String> {
 
 #[test]
 fn the_boot_url_follows_the_address_of_the_link() {
-    let root = nix::unistd::geteuid().is_root();
-    let has_ip = tool("ip").arg("-V").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok();
-    if !(root && has_ip) {
-        eprintln!("skipped: needs root and ip (network namespaces)");
+    if !crate::support::netns_available("public_url", &[]) {
         return;
     }
     let pid = std::process::id();

@@ -288,3 +288,35 @@ pub(crate) fn spawn_serve(
     let bound = rx.recv_timeout(std::time::Duration::from_secs(10)).expect("listeners bound");
     (bound, shutdown, thread)
 }
+
+/// Whether the network-namespace tests can run here: root and every tool of `tools` (`ip`
+/// always). Without them the test says so and passes, unless `BOOTVOL_REQUIRE_NETNS=1` (CI,
+/// `.ci/run`), where it fails: a security test never skips silently there.
+#[allow(clippy::disallowed_methods)] // the test suite's own switch and its tools
+pub(crate) fn netns_available(test: &str, tools: &[&str]) -> bool {
+    let root = nix::unistd::geteuid().is_root();
+    let missing: Vec<&str> = std::iter::once(&"ip")
+        .chain(tools)
+        .copied()
+        .filter(|t| {
+            std::process::Command::new(t)
+                .arg("-V")
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status()
+                .is_err()
+        })
+        .collect();
+    if root && missing.is_empty() {
+        return true;
+    }
+    let why = format!(
+        "{test}: needs root and {} (network namespaces){}",
+        std::iter::once("ip").chain(tools.iter().copied()).collect::<Vec<_>>().join(", "),
+        if root { format!("; missing: {}", missing.join(", ")) } else { "; not root".into() }
+    );
+    let required = std::env::var("BOOTVOL_REQUIRE_NETNS").is_ok_and(|v| v == "1");
+    assert!(!required, "BOOTVOL_REQUIRE_NETNS=1 but {why}");
+    eprintln!("skipped: {why}");
+    false
+}
