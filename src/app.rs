@@ -154,6 +154,10 @@ pub async fn serve(
     )?;
     let files = served_root(&config.http.files_root, "http.files_root");
     let tftp_root = served_root(&config.tftp.root, "tftp.root");
+    let windows = Arc::new(crate::boot_window::BootWindows::new(
+        config.boot.secret_window,
+        Duration::from_secs(config.boot.secret_window_seconds),
+    ));
     let conductor = {
         let db = crate::db::SharedDb::new(Db::open_config(&config.database)?);
         let reload = snapshot.clone();
@@ -161,9 +165,22 @@ pub async fn serve(
             .with_on_change(Arc::new(move || reload.reload()))
             .with_metrics(Arc::clone(&metrics))
             .with_public_url(public_url.clone())
+            .with_boot_windows(Arc::clone(&windows))
     };
     let recent = Arc::new(crate::recent::RecentBoots::default());
-    let access = ScriptAccess::new(config.boot.script_secrets, Some(conductor.db().clone()));
+    // The neighbour table's copy is only kept when something asks it.
+    let neighbours = match config.boot.script_secrets {
+        ScriptSecrets::Neighbour => crate::neighbour::Neighbours::start(),
+        ScriptSecrets::Any => Arc::new(crate::neighbour::Neighbours::empty()),
+    };
+    metrics.count_neighbour_overflow(neighbours.overflow_counter());
+    let access = ScriptAccess::new(
+        config.boot.script_secrets,
+        Some(conductor.db().clone()),
+        neighbours,
+        windows,
+        Arc::clone(&metrics),
+    );
     if config.boot.script_secrets == ScriptSecrets::Any {
         tracing::warn!(
             "[boot] script_secrets = \"any\": scripts with CHAP secrets and the deploy token go to any client that asks, not only to the node itself"
@@ -220,6 +237,7 @@ pub async fn serve(
         public_url: &public_url,
         recent: &recent,
         metrics: &metrics,
+        access: &access,
     };
     crate::dhcp::start(&config, inputs, &services, &shutdown, &liveness)?;
     let reload = snapshot.clone();
@@ -231,7 +249,7 @@ pub async fn serve(
         Arc::new(move || reload.reload()),
     );
     let tftp_handler = Arc::new(
-        TftpBootFiles::new(Arc::clone(&snapshot.current), tftp_root, access)
+        TftpBootFiles::new(Arc::clone(&snapshot.current), tftp_root, Arc::clone(&access))
             .with_recent(recent)
             .with_metrics(Arc::clone(&metrics)),
     );

@@ -546,6 +546,32 @@ pub struct BootSection {
     pub templates_dir: Option<PathBuf>,
     /// Who may fetch a script that carries a secret (CHAP), and the deploy ramdisk's token.
     pub script_secrets: ScriptSecrets,
+    /// What opens a node's boot window, the only time its secret-carrying script goes out
+    /// (with `script_secrets = "neighbour"`).
+    pub secret_window: SecretWindow,
+    /// How long a boot window lasts from its opening, in seconds.
+    pub secret_window_seconds: u64,
+}
+
+/// What opens a boot window (`[boot] secret_window`): see `boot_window`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SecretWindow {
+    /// bootvol powered the node on or rebooted it, or saw it start a boot (its ProxyDHCP
+    /// answered the node's MAC, or the node fetched the first file of its boot chain). The
+    /// default.
+    Boot,
+    /// Only bootvol's own power-on, reboot or deploy: the strict choice.
+    Power,
+}
+
+impl SecretWindow {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SecretWindow::Boot => "boot",
+            SecretWindow::Power => "power",
+        }
+    }
 }
 
 /// Who may fetch a node's script when it carries a secret (`[boot] script_secrets`).
@@ -567,6 +593,8 @@ impl Default for BootSection {
             san_retry_delay: 5,
             templates_dir: None,
             script_secrets: ScriptSecrets::Neighbour,
+            secret_window: SecretWindow::Boot,
+            secret_window_seconds: 300,
         }
     }
 }
@@ -888,6 +916,15 @@ impl Config {
             return Err((
                 "boot.san_retry_delay",
                 format!("{} is more than 300 seconds", self.boot.san_retry_delay),
+            ));
+        }
+        if !(10..=86_400).contains(&self.boot.secret_window_seconds) {
+            return Err((
+                "boot.secret_window_seconds",
+                format!(
+                    "{} is not between 10 and 86400 (a firmware's whole boot must fit in it)",
+                    self.boot.secret_window_seconds
+                ),
             ));
         }
         Ok(())

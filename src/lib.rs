@@ -19,8 +19,10 @@
 //! - The boot path: [`boot`] (scenario decision, boot context and iPXE rendering, pure; the
 //!   snapshot of every node's script); [`files`] (confining client-supplied paths to a served
 //!   folder); [`recent`] (the ring of recent boot requests); [`neighbour`] (the kernel's
-//!   neighbour table: a client's MAC); [`script_access`] (secrets only to their node: the
-//!   neighbour check, refusals reported); [`http`] (the boot HTTP listener, the deploy
+//!   neighbour table, kept from rtnetlink's notifications: a client's MAC); [`boot_window`]
+//!   (when a node's secret script may go out, and who claimed it: pure); [`script_access`]
+//!   (secrets only to their node, once per boot: the window, the neighbour check, conflicts
+//!   and refusals reported); [`http`] (the boot HTTP listener, the deploy
 //!   ramdisk's call-back, and `http::listener`, the accept loop with its connection caps and
 //!   timeouts that both HTTP listeners use); [`tftp_files`] (what the TFTP listener serves; the
 //!   server itself is the `bootvol_tftp` crate, `crates/tftp`); [`metrics`] (what the boot path
@@ -44,6 +46,7 @@ pub mod admin;
 pub mod api;
 pub mod app;
 pub mod boot;
+pub mod boot_window;
 pub mod cinder;
 pub mod cli;
 pub mod conductor;

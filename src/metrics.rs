@@ -340,6 +340,10 @@ pub struct Metrics {
     tftp_bytes: AtomicU64,
     rebuild_seconds: AtomicHistogram,
     rebuild_failures: AtomicU64,
+    /// Requests for a secret script (or a deploy token) that a second client claimed.
+    secret_conflicts: AtomicU64,
+    /// Neighbour resolutions refused because too many were in flight (`neighbour`'s count).
+    neighbour_overflow: std::sync::OnceLock<Arc<AtomicU64>>,
     generation: AtomicU64,
     /// Unix milliseconds of the snapshot being served; 0 before the first.
     built_at_ms: AtomicU64,
@@ -472,6 +476,8 @@ impl Metrics {
             tftp_bytes: AtomicU64::new(0),
             rebuild_seconds: AtomicHistogram::new(REBUILD_BOUNDS),
             rebuild_failures: AtomicU64::new(0),
+            secret_conflicts: AtomicU64::new(0),
+            neighbour_overflow: std::sync::OnceLock::new(),
             generation: AtomicU64::new(0),
             built_at_ms: AtomicU64::new(0),
             nodes: zeros(ProvisionState::ALL.len()),
@@ -593,6 +599,16 @@ impl Metrics {
         }
         self.built_at_ms.store(now_ms(), Relaxed);
         self.generation.fetch_add(1, Relaxed);
+    }
+
+    /// A second client claimed a node's secret script or deploy token (`boot_window`).
+    pub fn secret_conflict(&self) {
+        self.secret_conflicts.fetch_add(1, Relaxed);
+    }
+
+    /// Where the neighbour table counts the resolutions it refused.
+    pub fn count_neighbour_overflow(&self, counter: Arc<AtomicU64>) {
+        let _ = self.neighbour_overflow.set(counter);
     }
 
     /// A rebuild failed: the previous snapshot is still served.
@@ -771,6 +787,20 @@ impl Collector for Scrape {
             MetricType::Counter,
         )?;
         counter(family, m.rebuild_failures.load(Relaxed))?;
+        let family = e.encode_descriptor(
+            "bootvol_secret_conflicts",
+            "Requests for a node's secret script or deploy token refused because another client claimed it in the same boot window, or because the node was not booting (baremetal.node.secret_conflict).",
+            None,
+            MetricType::Counter,
+        )?;
+        counter(family, m.secret_conflicts.load(Relaxed))?;
+        let family = e.encode_descriptor(
+            "bootvol_neighbour_resolutions_refused",
+            "Neighbour resolutions not started because too many were in flight (the client was answered as unknown).",
+            None,
+            MetricType::Counter,
+        )?;
+        counter(family, m.neighbour_overflow.get().map_or(0, |c| c.load(Relaxed)))?;
         let family = e.encode_descriptor(
             "bootvol_snapshot_generation",
             "Snapshots built since start; the one served is the last.",

@@ -1,14 +1,23 @@
-//! Who may fetch what a node's secrets are in: the neighbour check of `[boot] script_secrets`
-//! for scripts that carry a secret (HTTP and TFTP) and for the deploy ramdisk's endpoints, and
-//! the report of refusals.
+//! Who may fetch what a node's secrets are in: scripts that carry a secret (HTTP and TFTP) and
+//! the deploy ramdisk's endpoints, under `[boot] script_secrets = "neighbour"`; the boot signs
+//! the listeners see; and the report of refusals and conflicts.
 //!
-//! A refused client gets what an unknown MAC gets (the listeners decide how that looks), so a
-//! prober cannot tell nodes from unknown MACs. Each refusal is logged and recorded as the event
-//! `baremetal.node.script_refused`, at most once per client address per minute
-//! ([`RefusalLimiter`]), with the number of refusals since the last report, so that a prober
-//! cannot flood the log, the database or the webhook.
+//! A secret script goes out only inside the node's boot window (`boot_window`), and only to a
+//! client whose neighbour entry names one of the node's MACs (`neighbour`); the first such
+//! client claims it. Outside a window the request is refused at once, without a neighbour
+//! look-up, exactly as an unknown MAC is answered, so neither the answer nor its time tells a
+//! node's MAC from an unknown one. A refused client gets what an unknown MAC gets (the listeners
+//! decide how that looks).
 //!
-//! The neighbour table is read through `neighbour` (I/O); [`RefusalLimiter`] is pure.
+//! Each refusal is logged and recorded as the event `baremetal.node.script_refused`, at most
+//! once per client address per minute ([`RefusalLimiter`]), with the number of refusals since
+//! the last report, so that a prober cannot flood the log, the database or the webhook. A
+//! conflict (a second client inside a window, or a sign that cannot be a boot) is the warning
+//! event `baremetal.node.secret_conflict` naming both clients, limited the same way, and is
+//! always counted (`bootvol_secret_conflicts_total`).
+//!
+//! The I/O is here (the neighbour table, the probe of a node's last address, the event
+//! writes); the decisions are `boot_window`'s and [`RefusalLimiter`]'s, both pure.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -18,14 +27,19 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::boot::ServedScript;
+use crate::boot_window::{Admission, BootWindows, Client, Conflict};
 use crate::conductor::Caller;
 use crate::config::ScriptSecrets;
 use crate::db::SharedDb;
+use crate::metrics::Metrics;
 use crate::model::MacAddr;
-use crate::neighbour;
+use crate::neighbour::{self, Neighbours};
 
 /// The event of a refused script.
 pub const REFUSED_EVENT: &str = "baremetal.node.script_refused";
+
+/// The event of a conflict: two clients claim one node.
+pub const CONFLICT_EVENT: &str = "baremetal.node.secret_conflict";
 
 /// At most one report per client address per this long.
 pub const REPORT_EVERY: Duration = Duration::from_secs(60);
@@ -35,26 +49,51 @@ pub const REPORT_EVERY: Duration = Duration::from_secs(60);
 /// last minute, refusals of further addresses go unreported.
 const MAX_CLIENTS: usize = 4096;
 
-/// The listeners' gate for secrets; shared by the HTTP and TFTP listeners.
+/// Other addresses of a node's MAC probed at most, when the node's last address is not known.
+const MAX_PROBED: usize = 4;
+
+/// The listeners' gate for secrets; shared by the HTTP and TFTP listeners and the ProxyDHCP.
 #[derive(Debug)]
 pub struct ScriptAccess {
     mode: ScriptSecrets,
     events: Option<SharedDb>,
     refusals: Mutex<RefusalLimiter>,
+    conflicts: Mutex<RefusalLimiter>,
+    neighbours: Arc<Neighbours>,
+    windows: Arc<BootWindows>,
+    metrics: Arc<Metrics>,
 }
 
 impl ScriptAccess {
-    /// `events`: where refusals are recorded (none: logged only).
-    pub fn new(mode: ScriptSecrets, events: Option<SharedDb>) -> Arc<ScriptAccess> {
-        Arc::new(ScriptAccess { mode, events, refusals: Mutex::default() })
+    /// `events`: where refusals and conflicts are recorded (none: logged only).
+    pub fn new(
+        mode: ScriptSecrets,
+        events: Option<SharedDb>,
+        neighbours: Arc<Neighbours>,
+        windows: Arc<BootWindows>,
+        metrics: Arc<Metrics>,
+    ) -> Arc<ScriptAccess> {
+        Arc::new(ScriptAccess {
+            mode,
+            events,
+            refusals: Mutex::default(),
+            conflicts: Mutex::default(),
+            neighbours,
+            windows,
+            metrics,
+        })
     }
 
     pub fn mode(&self) -> ScriptSecrets {
         self.mode
     }
 
-    /// Whether `script` (asked for as `requested`) may go to `client`; a refusal is reported.
-    /// `via`: `http` or `tftp`.
+    pub fn windows(&self) -> &Arc<BootWindows> {
+        &self.windows
+    }
+
+    /// Whether `script` (asked for as `requested`) may go to `client`; a refusal or a conflict
+    /// is reported. `via`: `http` or `tftp`.
     pub async fn allows(
         &self,
         script: &ServedScript,
@@ -67,39 +106,162 @@ impl ScriptAccess {
         }
         // A dual-stack listener's IPv4 clients, as IPv4 in the log, the event and the limiter.
         let client = client.to_canonical();
-        let client_mac = neighbour::resolve(client, neighbour::RESOLVE_WAIT).await;
-        if script.served_to(client_mac) {
-            return true;
+        let Some(uuid) = script.node_uuid.as_deref() else { return false };
+        if let Some(stamp) = script.window_opened_at {
+            let now_unix = crate::timefmt::now_unix();
+            self.windows.follow(uuid, stamp, Instant::now(), now_unix);
         }
-        self.refused(script, requested, client, client_mac, via).await;
-        false
-    }
-
-    /// For an unknown MAC: the same neighbour look-up a node's secret script costs, its answer
-    /// unused, so that the time to answer does not tell nodes from unknown MACs.
-    pub async fn as_if_checked(&self, client: IpAddr) {
-        if self.mode == ScriptSecrets::Neighbour {
-            let _ = neighbour::resolve(client, neighbour::RESOLVE_WAIT).await;
+        if !self.windows.is_open(uuid, Instant::now()) {
+            self.refused(script, requested, client, None, via, "outside a boot window");
+            return false;
         }
-    }
-
-    /// Who calls a deploy endpoint, for the conductor's neighbour check.
-    pub async fn caller(&self, client: IpAddr) -> Caller {
-        match self.mode {
-            ScriptSecrets::Any => Caller::Any,
-            ScriptSecrets::Neighbour => {
-                Caller::Neighbour(neighbour::resolve(client, neighbour::RESOLVE_WAIT).await)
+        let client_mac = self.neighbours.resolve(client, neighbour::RESOLVE_WAIT).await;
+        let Some(mac) = client_mac.filter(|mac| script.node_macs.contains(mac)) else {
+            self.refused(
+                script,
+                requested,
+                client,
+                client_mac,
+                via,
+                "not the node (neighbour table)",
+            );
+            return false;
+        };
+        let me = Client { address: client, mac };
+        let admission = match self.windows.admit(uuid, me, script.powered_off, Instant::now()) {
+            Admission::Probe { last } => match self.still_answering(script, me, last).await {
+                Some(address) => Admission::Conflict(Conflict::StillAnswers { address }),
+                None => self.windows.claim(uuid, me, Instant::now()),
+            },
+            other => other,
+        };
+        match admission {
+            Admission::Serve => true,
+            Admission::Closed | Admission::Probe { .. } => {
+                self.refused(script, requested, client, client_mac, via, "outside a boot window");
+                false
+            }
+            Admission::Conflict(conflict) => {
+                self.conflict(
+                    script.node_uuid.as_deref(),
+                    script.node.as_deref(),
+                    me,
+                    &conflict,
+                    via,
+                );
+                false
             }
         }
     }
 
-    async fn refused(
+    /// The address at which the node's MAC still answers, other than `client`'s: the node's last
+    /// address if known, else the others the neighbour table names for its MACs.
+    async fn still_answering(
+        &self,
+        script: &ServedScript,
+        client: Client,
+        last: Option<IpAddr>,
+    ) -> Option<IpAddr> {
+        let candidates: Vec<IpAddr> = match last {
+            Some(address) => vec![address],
+            None => {
+                let mut all: Vec<IpAddr> = script
+                    .node_macs
+                    .iter()
+                    .flat_map(|mac| self.neighbours.addresses_of(*mac, client.address))
+                    .collect();
+                all.sort_unstable();
+                all.dedup();
+                all.truncate(MAX_PROBED);
+                all
+            }
+        };
+        for address in candidates {
+            if self.neighbours.answers_at(address, &script.node_macs).await {
+                return Some(address);
+            }
+        }
+        None
+    }
+
+    /// A client fetched the first file of a boot chain (`via`: `tftp` or `http`): when its
+    /// neighbour entry names a node's MAC, that node may be starting a boot. A look-up of the
+    /// table's copy; never waits on resolution.
+    pub fn boot_file_fetched(
+        &self,
+        client: IpAddr,
+        node_of: impl FnOnce(MacAddr) -> Option<String>,
+        via: &'static str,
+    ) {
+        if self.mode == ScriptSecrets::Any {
+            return;
+        }
+        let Some(mac) = self.neighbours.lookup(client) else { return };
+        if let Some(uuid) = node_of(mac) {
+            self.sign(&uuid, via);
+        }
+    }
+
+    /// A sign that a node starts a boot (`via`: `dhcp`, `tftp`, `http`).
+    pub fn sign(&self, uuid: &str, via: &'static str) {
+        if self.mode == ScriptSecrets::Neighbour && self.windows.sign(uuid, via, Instant::now()) {
+            tracing::info!(node_uuid = uuid, via, "boot window opened by a boot sign");
+        }
+    }
+
+    /// Who calls a deploy endpoint, for the conductor's neighbour and claimant checks.
+    pub async fn caller(&self, client: IpAddr) -> Caller {
+        let address = client.to_canonical();
+        match self.mode {
+            ScriptSecrets::Any => Caller { address, mac: None, checked: false },
+            ScriptSecrets::Neighbour => Caller {
+                address,
+                mac: self.neighbours.resolve(address, neighbour::RESOLVE_WAIT).await,
+                checked: true,
+            },
+        }
+    }
+
+    /// Reports a conflict: always counted; logged and recorded as an event at most once per
+    /// client address per minute, with the count.
+    pub fn conflict(
+        &self,
+        uuid: Option<&str>,
+        node: Option<&str>,
+        second: Client,
+        conflict: &Conflict,
+        via: &'static str,
+    ) {
+        self.metrics.secret_conflict();
+        let due = match self.conflicts.lock() {
+            Ok(mut limiter) => limiter.refuse(second.address, Instant::now()),
+            Err(_) => None,
+        };
+        let Some(count) = due else { return };
+        let text = conflict.describe(&second);
+        tracing::warn!(client = %second.address, client_mac = %second.mac, node = node.unwrap_or("-"), via, count,
+            conflict = text, "secret conflict: two hosts claim one node; refused");
+        let (Some(events), Some(uuid)) = (&self.events, uuid) else { return };
+        let first = conflict.first();
+        let payload = json!({"node_uuid": uuid, "node_name": node, "via": via, "count": count,
+            "message": text,
+            "first_client": first.map(|c| c.address.to_string()),
+            "first_client_mac": first.map(|c| c.mac.to_string()),
+            "client": second.address.to_string(), "client_mac": second.mac.to_string()});
+        let (events, uuid) = (events.clone(), uuid.to_owned());
+        tokio::spawn(async move {
+            events.record_event(&uuid, CONFLICT_EVENT.to_owned(), "warning", payload).await;
+        });
+    }
+
+    fn refused(
         &self,
         script: &ServedScript,
         requested: MacAddr,
         client: IpAddr,
         client_mac: Option<MacAddr>,
         via: &'static str,
+        why: &'static str,
     ) {
         let due = match self.refusals.lock() {
             Ok(mut limiter) => limiter.refuse(client, Instant::now()),
@@ -108,12 +270,12 @@ impl ScriptAccess {
         let Some(count) = due else { return };
         let node = script.node.as_deref().unwrap_or("-");
         let shown_mac = client_mac.map_or_else(|| "-".to_owned(), |m| m.to_string());
-        tracing::warn!(%client, client_mac = shown_mac, mac = %requested, node, via, count,
-            "script refused: it carries a secret and the client is not that node (neighbour table)");
+        tracing::warn!(%client, client_mac = shown_mac, mac = %requested, node, via, count, why,
+            "script refused: it carries a secret");
         let (Some(events), Some(uuid)) = (&self.events, &script.node_uuid) else { return };
         let payload = json!({"node_uuid": uuid, "node_name": script.node, "client": client.to_string(),
             "client_mac": client_mac.map(|m| m.to_string()), "mac": requested.to_string(),
-            "via": via, "count": count});
+            "via": via, "count": count, "reason": why});
         // Written after the answer: the boot path never waits on SQLite.
         let (events, uuid) = (events.clone(), uuid.clone());
         tokio::spawn(async move {

@@ -102,13 +102,33 @@ impl TftpBootFiles {
                 Ok(script.text.clone())
             }
             None => {
-                self.access.as_if_checked(peer.ip()).await;
                 tracing::info!(peer = %Peer(peer), %mac, scenario = "unknown", "tftp: boot script for an unknown MAC");
                 self.recent.record("tftp", peer.ip(), Some(mac), None, "unknown");
                 self.metrics.script(ScriptKind::Unknown, Transport::Tftp);
                 Err(TftpError::NotFound)
             }
         })
+    }
+}
+
+impl TftpBootFiles {
+    /// A file of the TFTP root (an iPXE binary: the first file of a boot chain) asked for by a
+    /// client: once its neighbour entry exists (the kernel resolves it to answer), a sign that
+    /// the node with that MAC starts a boot. Looked at after a second, off the transfer's path.
+    fn boot_file_sign(&self, peer: SocketAddr) {
+        if self.access.mode() == crate::config::ScriptSecrets::Any {
+            return;
+        }
+        let (access, snapshot) = (Arc::clone(&self.access), Arc::clone(&self.snapshot));
+        tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            let snapshot = snapshot.load();
+            access.boot_file_fetched(
+                peer.ip(),
+                |mac| snapshot.script(mac).and_then(|s| s.node_uuid.clone()),
+                "tftp",
+            );
+        });
     }
 }
 
@@ -151,6 +171,7 @@ impl Handler for TftpBootFiles {
             return script;
         }
         let root = self.root.clone().ok_or(TftpError::NotFound)?;
+        self.boot_file_sign(peer);
         let cache = Arc::clone(&self.cache);
         let owned = name.to_owned();
         let result = tokio::task::spawn_blocking(move || read_file(&root, &cache, &owned))

@@ -164,6 +164,7 @@ pub(super) async fn render_node(
                     mask(&mut payload);
                     json!({"created_at": e.created_at, "level": e.level, "event_type": e.event_type,
                            "summary": rack::payload_line(&payload),
+                           "message": payload.get("message").and_then(Value::as_str),
                            "repeats": e.repeats, "last_seen_at": e.last_seen_at,
                            "payload": serde_json::to_string_pretty(&payload).unwrap_or_default()})
                 })
@@ -172,6 +173,11 @@ pub(super) async fn render_node(
         ),
         Err(e) => (Vec::new(), Some(format!("events: {e}"))),
     };
+    // Two hosts claimed this node's secrets (`script_access`): a red banner, newest first.
+    let conflict = events
+        .iter()
+        .find(|e| e["event_type"] == crate::script_access::CONFLICT_EVENT)
+        .map(|e| json!({"at": e["created_at"], "message": e["message"], "repeats": e["repeats"]}));
     // A refusal shown beside its form says so at the top too, linking to it.
     let form_problem = typed.as_ref().and(problem.clone());
     let error = match (&typed, problem, flash_error, error) {
@@ -289,7 +295,7 @@ pub(super) async fn render_node(
             connector_types => ConnectorType::ALL.iter().map(ConnectorType::as_str).collect::<Vec<_>>(),
             drivers => Driver::ALL.iter().map(Driver::as_str).collect::<Vec<_>>(),
             storage_interfaces => StorageInterfaceName::ALL.iter().map(StorageInterfaceName::as_str).collect::<Vec<_>>(),
-            events => Serde(events), boots => Serde(boots),
+            events => Serde(events), boots => Serde(boots), conflict => Serde(conflict),
         },
     )
 }

@@ -33,6 +33,12 @@ pub struct ServedScript {
     pub secret: bool,
     /// Every port of the node: the MACs the node may ask from.
     pub node_macs: Arc<[MacAddr]>,
+    /// The node's BMC reported it off (its last known power state): a boot sign for it cannot
+    /// be a boot unless bootvol powered it on (`boot_window`).
+    pub powered_off: bool,
+    /// The Unix time the conductor last opened the node's boot window (it powered the node on
+    /// or rebooted it), as recorded in `driver_internal_info.boot_window.opened_at`.
+    pub window_opened_at: Option<u64>,
 }
 
 impl ServedScript {
@@ -133,6 +139,11 @@ fn served(script: super::BootScript, record: Option<&NodeRecord>) -> Arc<ServedS
         node_uuid: record.map(|r| r.node.uuid.clone()),
         secret: script.secret,
         node_macs: record.map(|r| r.ports.iter().map(|p| p.address).collect()).unwrap_or_default(),
+        powered_off: record
+            .is_some_and(|r| r.node.power_state == Some(crate::model::PowerState::Off)),
+        window_opened_at: record.and_then(|r| {
+            r.node.driver_internal_info.get("boot_window")?.get("opened_at")?.as_u64()
+        }),
     })
 }
 

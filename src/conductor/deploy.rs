@@ -10,6 +10,7 @@
 //! `[boot] script_secrets`, made by the HTTP listener).
 
 use std::io::Read;
+use std::net::IpAddr;
 
 use base64::Engine;
 use serde::Deserialize;
@@ -34,24 +35,51 @@ pub struct CallbackReport {
     pub bytes: Option<u64>,
 }
 
-/// Who calls a deploy endpoint, as far as the neighbour check goes.
+/// Who calls a deploy endpoint: its address, and the MAC the neighbour table names for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Caller {
-    /// `[boot] script_secrets = "any"`: the check is waived.
-    Any,
-    /// The MAC the client's address has in the neighbour table, if any.
-    Neighbour(Option<MacAddr>),
+pub struct Caller {
+    pub address: IpAddr,
+    pub mac: Option<MacAddr>,
+    /// Whether the neighbour check applies (`[boot] script_secrets = "neighbour"`).
+    pub checked: bool,
 }
 
 impl Caller {
+    /// A caller the neighbour check is waived for (`script_secrets = "any"`, the CLI, tests).
+    pub fn any(address: IpAddr) -> Caller {
+        Caller { address, mac: None, checked: false }
+    }
+
     /// Whether the caller is the node: one of its ports' MACs.
     fn is(&self, record: &NodeRecord) -> bool {
-        match self {
-            Caller::Any => true,
-            Caller::Neighbour(mac) => {
-                mac.is_some_and(|mac| record.ports.iter().any(|p| p.address == mac))
-            }
+        !self.checked || self.mac.is_some_and(|mac| record.ports.iter().any(|p| p.address == mac))
+    }
+
+    /// How a deployment remembers the client that took its token.
+    fn as_claimant(&self) -> Value {
+        json!({"address": self.address.to_string(), "mac": self.mac.map(|m| m.to_string())})
+    }
+
+    /// Whether this caller is the claimant recorded as `claimant`.
+    fn is_claimant(&self, claimant: Option<&Value>) -> bool {
+        claimant.is_some_and(|c| *c == self.as_claimant())
+    }
+
+    fn describe(&self) -> String {
+        match self.mac {
+            Some(mac) => format!("{} ({mac})", self.address),
+            None => self.address.to_string(),
         }
+    }
+}
+
+/// A recorded claimant, as [`Caller::describe`] says it.
+fn describe_claimant(claimant: Option<&Value>) -> String {
+    let field = |key: &str| claimant.and_then(|c| c.get(key)).and_then(Value::as_str);
+    match (field("address"), field("mac")) {
+        (Some(address), Some(mac)) => format!("{address} ({mac})"),
+        (Some(address), None) => address.to_owned(),
+        _ => "an unknown client".to_owned(),
     }
 }
 
@@ -174,8 +202,11 @@ pub(super) async fn start(conductor: &Conductor, record: &mut NodeRecord) -> Res
     conductor.power_action(record, action).await
 }
 
-/// The deploy token, handed out once: to the first caller that is the node, while its
-/// deployment waits for the call-back; refused afterwards.
+/// The deploy token, handed out to one claimant per deployment: the first caller that is the
+/// node, while its deployment waits for the call-back (again to that same caller, if it asks
+/// again). A second claimant means two hosts claim the node: the deployment fails at once,
+/// naming the first (the thief, when the second is the real ramdisk); so does a node left
+/// `active` by a call-back from a claimant the real ramdisk then contradicts.
 pub(super) async fn token(
     conductor: &Conductor,
     node_uuid: &str,
@@ -185,7 +216,10 @@ pub(super) async fn token(
     if !caller.is(&record) {
         return Err(not_the_node());
     }
-    if token_to_hand_out(&record).is_none() {
+    if record.node.provision_state == ProvisionState::Active {
+        return second_claim_after_active(conductor, record, caller).await;
+    }
+    if record.node.provision_state != ProvisionState::WaitCallBack {
         return Err(no_token());
     }
     let lock = conductor.lock(&record, "deploy token").await?;
@@ -197,25 +231,91 @@ pub(super) async fn token(
             return Err(e);
         }
     };
-    let Some(token) = token_to_hand_out(&record) else {
-        lock.release().await;
-        return Err(no_token());
+    let claimant = deploy_state(&record, "claimant").cloned();
+    let token = deploy_state(&record, "callback_token").and_then(Value::as_str).map(str::to_owned);
+    let outcome = match (token, claimant) {
+        (None, _) => Err(no_token()),
+        (Some(_), _) if record.node.provision_state != ProvisionState::WaitCallBack => {
+            Err(no_token())
+        }
+        // The claimant asks again (its first answer was lost): the same token.
+        (Some(token), Some(claimant)) if caller.is_claimant(Some(&claimant)) => Ok(token),
+        (Some(_), Some(claimant)) => {
+            let message = format!(
+                "the deploy token was taken by {} and claimed again by {}: two hosts claim this node, one of them is not its deploy ramdisk (the first is the likely thief); the deployment is failed and no call-back is accepted",
+                describe_claimant(Some(&claimant)),
+                caller.describe()
+            );
+            conductor.secret_conflict(&record, &message, Some(&claimant), &caller).await;
+            let failed = conductor.fail_deployment(&mut record, message.clone()).await;
+            conductor.changed();
+            lock.release().await;
+            failed?;
+            return Err(ConductorError::Refused(message));
+        }
+        (Some(token), None) => {
+            if let Some(Value::Object(deploy)) = record.node.driver_internal_info.get_mut("deploy")
+            {
+                deploy.insert("handed_out_at".into(), json!(now_unix()));
+                deploy.insert("claimant".into(), caller.as_claimant());
+            }
+            conductor.save(&record).await.map(|()| token)
+        }
     };
-    if let Some(Value::Object(deploy)) = record.node.driver_internal_info.get_mut("deploy") {
-        deploy.insert("handed_out_at".into(), json!(now_unix()));
-    }
-    let saved = conductor.save(&record).await;
     lock.release().await;
-    saved.map(|()| token)
+    outcome
 }
 
-/// The token of a deployment that waits for its call-back, if not handed out yet.
-fn token_to_hand_out(record: &NodeRecord) -> Option<String> {
-    let deploy = record.node.driver_internal_info.get("deploy")?;
-    (record.node.provision_state == ProvisionState::WaitCallBack
-        && deploy.get("handed_out_at").is_none())
-    .then(|| deploy.get("callback_token").and_then(Value::as_str).map(str::to_owned))
-    .flatten()
+/// A token asked for by a node that a call-back made `active` just now: if the caller is not
+/// the client whose call-back did it, that call-back was not the real ramdisk's (or this is not
+/// the node): the node is not left `active` on its word. The deployment fails, naming both.
+async fn second_claim_after_active(
+    conductor: &Conductor,
+    record: NodeRecord,
+    caller: Caller,
+) -> Result<String, ConductorError> {
+    let deployed = record.node.driver_internal_info.get("deployed_image");
+    let claimant = deployed.and_then(|d| d.get("claimant")).cloned();
+    let at = deployed.and_then(|d| d.get("at")).and_then(Value::as_u64).unwrap_or(0);
+    let recent = now_unix().saturating_sub(at) <= conductor.config.deploy.callback_timeout;
+    let Some(claimant) = claimant.filter(|c| recent && !caller.is_claimant(Some(c))) else {
+        return Err(no_token());
+    };
+    // The call-back's BMC steps may still hold the node's lock: wait for them.
+    let mut waited = 0;
+    let lock = loop {
+        match conductor.lock(&record, "deploy token").await {
+            Ok(lock) => break lock,
+            Err(ConductorError::Locked(_)) if waited < 60 => {
+                waited += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            }
+            Err(e) => return Err(e),
+        }
+    };
+    let mut record = match conductor.load(&record.node.uuid).await {
+        Ok(record) if record.node.provision_state == ProvisionState::Active => record,
+        Ok(_) => {
+            lock.release().await;
+            return Err(no_token());
+        }
+        Err(e) => {
+            lock.release().await;
+            return Err(e);
+        }
+    };
+    let message = format!(
+        "the node went active on a call-back from {}, and then {} asked for the deploy token: two hosts claim this node, and the call-back was likely forged (no image may have been written); the deployment is failed",
+        describe_claimant(Some(&claimant)),
+        caller.describe()
+    );
+    conductor.secret_conflict(&record, &message, Some(&claimant), &caller).await;
+    record.node.driver_internal_info.remove("deployed_image");
+    let failed = conductor.fail_deployment(&mut record, message.clone()).await;
+    conductor.changed();
+    lock.release().await;
+    failed?;
+    Err(ConductorError::Refused(message))
 }
 
 fn no_token() -> ConductorError {
@@ -243,6 +343,9 @@ pub(super) async fn callback(
     if !waits_for(&record, token) {
         return Err(not_waiting());
     }
+    if !caller.is_claimant(deploy_state(&record, "claimant")) {
+        return Err(not_the_claimant(&record, &caller));
+    }
     let lock = conductor.begin(&record, "deploy call-back", None, None).await?;
     // Checked again under the lock: the deployment may have expired meanwhile.
     let mut record = match conductor.load(node_uuid).await {
@@ -256,6 +359,7 @@ pub(super) async fn callback(
         .as_str()
         .unwrap_or_default()
         .to_owned();
+    let claimant = deploy_state(&record, "claimant").cloned();
     let outcome = match report.status.as_str() {
         "done"
             if report.sha256.as_deref().is_some_and(|s| s.eq_ignore_ascii_case(&expected_sha)) =>
@@ -278,7 +382,8 @@ pub(super) async fn callback(
             record.node.instance_info.remove("force_deployment");
             record.node.driver_internal_info.insert(
                 "deployed_image".into(),
-                json!({"sha256": expected_sha, "disk": report.disk, "bytes": report.bytes}),
+                json!({"sha256": expected_sha, "disk": report.disk, "bytes": report.bytes,
+                       "claimant": claimant, "at": now_unix()}),
             );
             record.node.provision_state = ProvisionState::Active;
             record.node.target_provision_state = None;
@@ -351,6 +456,8 @@ impl Conductor {
             record.node.power_state = Some(PowerState::Off);
         }
         record.node.driver_internal_info.remove("deploy");
+        // What a forged call-back may have recorded is not a deployed image.
+        record.node.driver_internal_info.remove("deployed_image");
         record.node.provision_state = ProvisionState::DeployFailed;
         record.node.target_provision_state = None;
         record.node.last_error = Some(message.clone());
@@ -364,6 +471,14 @@ impl Conductor {
         .await;
         Ok(())
     }
+}
+
+fn not_the_claimant(record: &NodeRecord, caller: &Caller) -> ConductorError {
+    ConductorError::Refused(format!(
+        "the deploy token was taken by {}, not by {}: only that client's requests are accepted",
+        describe_claimant(deploy_state(record, "claimant")),
+        caller.describe()
+    ))
 }
 
 fn not_waiting() -> ConductorError {
@@ -390,6 +505,9 @@ pub(super) async fn configdrive(
     }
     if !waits_for(&record, token) {
         return Err(not_waiting());
+    }
+    if !caller.is_claimant(deploy_state(&record, "claimant")) {
+        return Err(not_the_claimant(&record, &caller));
     }
     let drive = record
         .node

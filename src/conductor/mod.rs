@@ -105,6 +105,8 @@ pub struct Conductor {
     tasks: TaskTracker,
     /// The boot URL in force (`[http] public_url`, followed when it is `"auto"`).
     public_url: crate::public_url::PublicUrl,
+    /// Where a power-on, reboot or deploy opens the node's boot window (`serve`).
+    windows: Option<Arc<crate::boot_window::BootWindows>>,
 }
 
 impl std::fmt::Debug for Conductor {
@@ -133,6 +135,7 @@ impl Conductor {
             metrics: None,
             tasks: TaskTracker::new(),
             public_url,
+            windows: None,
         })
     }
 
@@ -141,6 +144,39 @@ impl Conductor {
     pub fn with_on_change(mut self, on_change: Arc<dyn Fn() + Send + Sync>) -> Conductor {
         self.on_change = Some(on_change);
         self
+    }
+
+    /// Opens a node's boot window in `windows` when it powers the node on or reboots it.
+    pub fn with_boot_windows(mut self, windows: Arc<crate::boot_window::BootWindows>) -> Conductor {
+        self.windows = Some(windows);
+        self
+    }
+
+    /// Reports that two hosts claim a node's deploy token: the warning event
+    /// `baremetal.node.secret_conflict` naming both, and the metric.
+    pub(crate) async fn secret_conflict(
+        &self,
+        record: &NodeRecord,
+        message: &str,
+        first: Option<&Value>,
+        second: &Caller,
+    ) {
+        tracing::warn!(node = record.node.uuid, client = %second.address,
+            client_mac = second.mac.map(|m| m.to_string()).unwrap_or_default(), message, "secret conflict: deploy token");
+        if let Some(metrics) = &self.metrics {
+            metrics.secret_conflict();
+        }
+        let field = |key: &str| first.and_then(|c| c.get(key)).cloned();
+        self.event(
+            record,
+            "baremetal.node.secret_conflict".to_owned(),
+            "warning",
+            json!({"via": "deploy token", "message": message,
+                   "first_client": field("address"), "first_client_mac": field("mac"),
+                   "client": second.address.to_string(),
+                   "client_mac": second.mac.map(|m| m.to_string())}),
+        )
+        .await;
     }
 
     /// Counts every BMC call of this conductor's power drivers in `metrics`.
@@ -612,6 +648,24 @@ impl Conductor {
             PowerAction::Off | PowerAction::SoftOff => PowerState::Off,
         };
         record.node.target_power_state = Some(target);
+        // A boot starts: its secret script may go out now, to the first client that is the node
+        // (recorded on the node, so that every process serving it knows; `boot_window`).
+        let opens_window = matches!(action, PowerAction::On | PowerAction::Reboot);
+        if opens_window {
+            let stamp = crate::timefmt::now_unix();
+            record.node.driver_internal_info.insert(
+                "boot_window".into(),
+                json!({"opened_at": stamp, "by": action_name(action)}),
+            );
+            if let Some(windows) = &self.windows {
+                windows.open(
+                    &record.node.uuid,
+                    action_name(action),
+                    stamp,
+                    std::time::Instant::now(),
+                );
+            }
+        }
         self.save(record).await.map_err(|e| e.to_string())?;
         self.event(
             record,
@@ -636,6 +690,12 @@ impl Conductor {
                 Ok(())
             }
             Err(e) => {
+                if opens_window {
+                    record.node.driver_internal_info.remove("boot_window");
+                    if let Some(windows) = &self.windows {
+                        windows.close(&record.node.uuid);
+                    }
+                }
                 let message = format!("power {} failed: {e}", action_name(action));
                 record.node.last_error = Some(message.clone());
                 self.save(record).await.map_err(|e| e.to_string())?;

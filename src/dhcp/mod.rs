@@ -46,6 +46,8 @@ struct Shared {
     snapshot: Arc<ArcSwap<BootSnapshot>>,
     recent: Arc<RecentBoots>,
     metrics: Arc<Metrics>,
+    /// Told of every answer to a node's MAC: a sign that the node starts a boot.
+    access: Arc<crate::script_access::ScriptAccess>,
     limit: Mutex<RateLimit>,
 }
 
@@ -57,6 +59,7 @@ pub struct Inputs<'a> {
     pub public_url: &'a crate::public_url::PublicUrl,
     pub recent: &'a Arc<RecentBoots>,
     pub metrics: &'a Arc<Metrics>,
+    pub access: &'a Arc<crate::script_access::ScriptAccess>,
 }
 
 /// With `[dhcp] mode = "proxy"`, binds a socket per interface and listen address (an error
@@ -69,7 +72,7 @@ pub fn start(
     shutdown: &CancellationToken,
     liveness: &crate::liveness::Liveness,
 ) -> Result<()> {
-    let Inputs { snapshot, public_url, recent, metrics } = inputs;
+    let Inputs { snapshot, public_url, recent, metrics, access } = inputs;
     let dhcp = &config.dhcp;
     if dhcp.mode == DhcpMode::Off {
         return Ok(());
@@ -84,6 +87,7 @@ pub fn start(
         snapshot: Arc::clone(snapshot),
         recent: Arc::clone(recent),
         metrics: Arc::clone(metrics),
+        access: Arc::clone(access),
         limit: Mutex::new(RateLimit::appliance()),
     });
     let mut sockets = Vec::new();
@@ -217,6 +221,9 @@ async fn answer(
             continue;
         }
         count(DhcpResult::Answered);
+        if let Some(uuid) = script.and_then(|s| s.node_uuid.as_deref()) {
+            shared.access.sign(uuid, "dhcp");
+        }
         let node = script.and_then(|s| s.node.as_deref());
         tracing::info!(%interface, port = local, %from, %mac, arch = reply.arch, file = %reply.file, %to, node, kind, "ProxyDHCP answered");
         let client = match from.ip() {

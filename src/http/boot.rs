@@ -18,8 +18,15 @@ fn script_response(status: StatusCode, body: Bytes) -> Response {
 }
 
 /// `GET /boot.ipxe`: the script every iPXE client chains to first.
+/// Fetched from an address whose neighbour entry is a node's MAC, it is a sign that the node
+/// starts a boot (`script_access`).
 pub(super) fn generic(state: &BootState, client: SocketAddr) -> Response {
     let snapshot = state.snapshot.load();
+    state.access.boot_file_fetched(
+        client.ip(),
+        |mac| snapshot.script(mac).and_then(|s| s.node_uuid.clone()),
+        "http",
+    );
     tracing::info!(client = %Peer(client), path = "/boot.ipxe", "generic boot script");
     state.recent.record("http", client.ip(), None, None, "generic");
     state.metrics.script(ScriptKind::Generic, Transport::Http);
@@ -65,7 +72,6 @@ pub(super) async fn per_mac(state: &BootState, client: SocketAddr, file: &str) -
             script_response(StatusCode::OK, script.text.clone())
         }
         None => {
-            state.access.as_if_checked(client.ip()).await;
             tracing::info!(client = %Peer(client), %mac, node = "-", scenario = "unknown", "boot script: unknown MAC");
             state.recent.record("http", client.ip(), Some(mac), None, "unknown");
             state.metrics.script(ScriptKind::Unknown, Transport::Http);

@@ -44,11 +44,11 @@ pub(super) async fn token(
     let caller = state.access.caller(client.ip()).await;
     match conductor.deploy_token(&node, caller).await {
         Ok(token) => {
-            tracing::info!(%client, node, "deploy token handed out");
+            tracing::info!(%client, node = ?node, "deploy token handed out");
             (StatusCode::OK, token).into_response()
         }
         Err(e) => {
-            tracing::warn!(%client, node, caller = ?caller, error = %e, "deploy token refused");
+            tracing::warn!(%client, node = ?node, caller = ?caller, error = ?e.to_string(), "deploy token refused");
             error_response(e)
         }
     }
@@ -66,12 +66,12 @@ pub(super) async fn callback(
         return (StatusCode::NOT_FOUND, "no conductor\n").into_response();
     };
     let token = token_header(&headers);
-    tracing::info!(%client, node, status = report.status, disk = report.disk.as_deref().unwrap_or("-"), "deploy call-back");
+    tracing::info!(%client, node = ?node, status = ?report.status, disk = ?report.disk.as_deref().unwrap_or("-"), "deploy call-back");
     let caller = state.access.caller(client.ip()).await;
     match conductor.deploy_callback(&node, token, caller, report).await {
         Ok(()) => (StatusCode::OK, "ok\n").into_response(),
         Err(e) => {
-            tracing::warn!(%client, node, error = %e, "deploy call-back refused");
+            tracing::warn!(%client, node = ?node, error = ?e.to_string(), "deploy call-back refused");
             error_response(e)
         }
     }
@@ -92,7 +92,7 @@ pub(super) async fn configdrive(
         Ok(bytes) => ([(axum::http::header::CONTENT_TYPE, "application/octet-stream")], bytes)
             .into_response(),
         Err(e) => {
-            tracing::warn!(%client, node, caller = ?caller, error = %e, "config drive refused");
+            tracing::warn!(%client, node = ?node, caller = ?caller, error = ?e.to_string(), "config drive refused");
             error_response(e)
         }
     }

@@ -1,12 +1,21 @@
-//! A node's secrets go to that node only: `bootvol serve` in a network namespace, clients in two
-//! others on one bridge (a real L2 path, so the kernel's neighbour table knows their MACs): the
-//! node gets its CHAP script over HTTP and TFTP, a stranger gets what an unknown MAC gets and
-//! the refusal is an event, once. And the deploy token of scenario 4, through the conductor:
-//! handed out once, to the node only; a call-back from anyone else changes nothing.
+//! A node's secrets go to that node only, once per boot, and a second taker is caught:
+//! `bootvol serve` in a network namespace, a victim node and an attacker in two others on one
+//! bridge (a real L2 path, so the kernel's neighbour table knows their MACs). The attacker keeps
+//! its own MAC and IP and forges its neighbour entry at the server around each request
+//! (`attacker.py`: one gratuitous ARP, or one unsolicited Neighbour Advertisement, then its own
+//! entry back 50 ms later; the answer reaches it on retransmission).
 //!
-//! The namespace test needs root and `ip`, `curl` (HTTP and `tftp://`); without them it says so
-//! and passes. The HTTP listener is dual-stack (`[::]:8080`): IPv4 clients arrive IPv4-mapped,
-//! IPv6 clients are looked up over rtnetlink.
+//! Outside a boot window the forged request gets nothing (HTTP, TFTP, IPv6), nor does the node
+//! itself; inside one the node's first request claims the script and the attacker's is refused
+//! with the event `baremetal.node.secret_conflict`, the metric and the admin page's banner; a
+//! window the attacker opens by a boot sign (its forged `/boot.ipxe`) is caught because the
+//! node's MAC still answers at its own address, or because its BMC reports it off. The deploy
+//! token: a thief that takes it and sends a forged "done" fails the deployment once the real
+//! ramdisk asks, `last_error` naming the thief.
+//!
+//! The namespace tests need root, `ip`, `curl` and `python3`; without them they say so and pass,
+//! unless `BOOTVOL_REQUIRE_NETNS=1` (CI). The HTTP listener is dual-stack (`[::]:8080`): IPv4
+//! clients arrive IPv4-mapped.
 
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
@@ -53,7 +62,7 @@ fn ip(netns: &str, args: &[&str]) {
 }
 
 fn available() -> bool {
-    crate::support::netns_available("neighbour", &["curl"])
+    crate::support::netns_available("neighbour", &["curl", "python3"])
 }
 
 /// The server's namespace (a bridge at `.1`) and two clients on it: the node's NIC and a
@@ -166,15 +175,79 @@ fn open_node() -> Value {
             "properties": {"target_iqn": "iqn.2024-01.org.example.san:v2", "target_portal": "192.0.2.5:3260"}}]})
 }
 
-#[test]
-fn secret_scripts_go_only_to_the_node_over_http_and_tftp() {
-    if !available() {
-        return;
+/// The attacker's tool (`attacker.py`) in the attacker's namespace: its output.
+fn attack(lan: &Lan, args: &[&str]) -> String {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/attacker.py");
+    let output = tool("ip")
+        .args(["netns", "exec", &lan.stranger, "python3"])
+        .arg(script)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "attacker.py {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// An HTTP request from the attacker with its neighbour entry forged to `forged`: (status, body).
+fn forged_http(
+    lan: &Lan,
+    forged: &str,
+    server: &str,
+    method: &str,
+    path: &str,
+    extra: &[&str],
+) -> (String, String) {
+    let mut args = vec!["http", "eth0", STRANGER_MAC, forged, server, "8080", method, path];
+    args.extend_from_slice(extra);
+    let out = attack(lan, &args);
+    let (status, body) = out.split_once('\n').unwrap_or((&out, ""));
+    (status.to_owned(), body.to_owned())
+}
+
+/// A TFTP read from the attacker with its neighbour entry forged to `forged`.
+fn forged_tftp(lan: &Lan, forged: &str, server: &str, file: &str) -> String {
+    attack(lan, &["tftp", "eth0", STRANGER_MAC, forged, server, file])
+}
+
+/// A call to the API (noauth, on the server's loopback): (status, body).
+fn api(lan: &Lan, method: &str, path: &str, body: Option<Value>) -> (String, String) {
+    let mut args = vec![
+        "netns".to_owned(),
+        "exec".into(),
+        lan.server.clone(),
+        "curl".into(),
+        "-s".into(),
+        "-m".into(),
+        "20".into(),
+        "-w".into(),
+        "\n%{response_code}".into(),
+        "-X".into(),
+        method.into(),
+        "-H".into(),
+        "X-OpenStack-Ironic-API-Version: 1.38".into(),
+        "-H".into(),
+        "Content-Type: application/json".into(),
+    ];
+    if let Some(body) = body {
+        args.extend(["--data".to_owned(), body.to_string()]);
     }
-    let lan = Lan::new();
+    args.push(format!("http://127.0.0.1:6385{path}"));
+    let output = tool("ip").args(&args).output().unwrap();
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    let (body, status) = text.rsplit_once('\n').unwrap_or(("", &text));
+    (status.to_owned(), body.to_owned())
+}
+
+/// `bootvol serve` in the server's namespace on `lan`, with 10-second boot windows.
+fn serve_on(lan: &Lan, nodes: Value) -> (Appliance, Serve, String) {
     let server = lan.server_ip();
     let app = Appliance::with_config(|dir| {
         std::fs::create_dir_all(dir.join("files")).unwrap();
+        std::fs::write(dir.join("files/undionly.kpxe"), b"not really ipxe").unwrap();
         format!(
             r#"[DEFAULT]
 enabled_storage_interfaces = ["noop", "external"]
@@ -186,140 +259,279 @@ listen = "[::]:8080"
 public_url = "http://{server}:8080"
 files_root = "{dir}/files"
 [tftp]
-listen = "{server}:69"
+listen = "[::]:69"
 root = "{dir}/files"
 [api]
 listen = "127.0.0.1:6385"
+auth_strategy = "noauth"
+[boot]
+secret_window_seconds = 10
+[conductor]
+power_sync_interval = 3600
 "#,
             dir = dir.display(),
             database = crate::support::database(dir)
         )
     });
-    // The stranger is a node too, deploying an image (scenario 4): the deploy token is its own.
-    let mut deploying = hba_node("d1", STRANGER_MAC, false);
-    deploying["provision_state"] = json!("available");
-    app.apply(json!([chap_node(), open_node(), deploying]));
+    app.apply(nodes);
     deploy_files(&app.path("files"));
     let serve = app.command(&["serve"]);
     let mut command = tool("ip");
     command.args(["netns", "exec", &lan.server]).arg(serve.get_program()).args(serve.get_args());
     let log = std::fs::File::create(app.path("serve.log")).unwrap();
-    let _serve = Serve(command.stdout(Stdio::null()).stderr(log).spawn().unwrap());
+    let serve = Serve(command.stdout(Stdio::null()).stderr(log).spawn().unwrap());
     let base = format!("http://{server}:8080");
     let deadline = Instant::now() + Duration::from_secs(20);
-    while lan.curl(&lan.node, &format!("{base}/boot.ipxe")).1 != "200" {
+    while lan.curl(&lan.stranger, &format!("{base}/boot/{UNKNOWN_MAC}.ipxe")).1 != "404" {
         assert!(Instant::now() < deadline, "serve never answered: {}", serve_log(&app));
         std::thread::sleep(Duration::from_millis(100));
     }
+    (app, serve, base)
+}
+
+fn events_of(app: &Appliance, node: &str, kind: &str) -> Vec<Value> {
+    app.ok(&["events", "--node", node, "--json"])
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|e: &Value| e["event_type"] == kind)
+        .collect()
+}
+
+fn conflicts_metric(lan: &Lan) -> u64 {
+    let (_, text) = api(lan, "GET", "/metrics", None);
+    text.lines()
+        .find_map(|l| l.strip_prefix("bootvol_secret_conflicts_total "))
+        .unwrap_or_else(|| panic!("no bootvol_secret_conflicts_total in {text}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// Waits for the node's power state (the API's power actions are asynchronous).
+fn power(lan: &Lan, app: &Appliance, node: &str, target: &str) {
+    let uuid = app.show(node)["node"]["uuid"].as_str().unwrap().to_owned();
+    let (status, body) =
+        api(lan, "PUT", &format!("/v1/nodes/{uuid}/states/power"), Some(json!({"target": target})));
+    assert_eq!(status, "202", "{body}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while app.show(node)["node"]["power_state"] != target
+        || !app.show(node)["node"]["target_power_state"].is_null()
+    {
+        assert!(Instant::now() < deadline, "{node} never reached {target}: {}", app.show(node));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_forged_neighbour_entry_gets_no_secret_and_a_second_taker_is_caught() {
+    if !available() {
+        return;
+    }
+    let lan = Lan::new();
+    let server = lan.server_ip();
+    let (app, _serve, base) = serve_on(&lan, json!([chap_node(), open_node()]));
     let script = |ns: &str, mac: &str| lan.curl(ns, &format!("{base}/boot/{mac}.ipxe"));
     let tftp = |ns: &str, mac: &str| lan.curl(ns, &format!("tftp://{server}/boot/{mac}.ipxe"));
-
-    // The node, over HTTP and TFTP, for either of its NICs.
-    for mac in [NODE_MAC, NODE_MAC_2] {
-        let (_, status, body) = script(&lan.node, mac);
-        assert_eq!(status, "200", "{body}");
-        assert!(body.contains(CHAP_SECRET), "{body}");
-        let (code, _, body) = tftp(&lan.node, mac);
-        assert_eq!(code, 0, "TFTP to the node: {}", serve_log(&app));
-        assert!(body.contains(CHAP_SECRET), "{body}");
-    }
-
-    // The stranger gets exactly what an unknown MAC gets.
-    let unknown = script(&lan.stranger, UNKNOWN_MAC);
-    assert_eq!(unknown.1, "404");
-    let refused = script(&lan.stranger, NODE_MAC);
-    assert_eq!(refused, unknown, "HTTP: a refused script looks like an unknown MAC");
-    assert!(!refused.2.contains(CHAP_SECRET));
-    let unknown = tftp(&lan.stranger, UNKNOWN_MAC);
-    assert_eq!(unknown.0, 68, "curl: TFTP file not found");
-    assert_eq!(tftp(&lan.stranger, NODE_MAC), unknown, "TFTP: a refused script looks unknown");
-    assert_eq!(tftp(&lan.stranger, NODE_MAC_2), unknown);
-    // The same over IPv6 (the neighbour table of rtnetlink), on the dual-stack listener.
-    let base6 = format!("http://[{}::1]:8080", lan.prefix6());
+    let server6 = format!("{}::1", lan.prefix6());
+    let base6 = format!("http://[{server6}]:8080");
     let script6 =
         |ns: &str, mac: &str| lan.curl_with(ns, &["-g", &format!("{base6}/boot/{mac}.ipxe")]);
-    let (_, status, body) = script6(&lan.node, NODE_MAC_2);
-    assert_eq!(status, "200", "IPv6 to the node: {body}\n{}", serve_log(&app));
-    assert!(body.contains(CHAP_SECRET), "{body}");
-    assert_eq!(script6(&lan.stranger, NODE_MAC), script6(&lan.stranger, UNKNOWN_MAC));
-    assert_eq!(script6(&lan.stranger, NODE_MAC).1, "404");
+    let unknown = script(&lan.stranger, UNKNOWN_MAC);
+    assert_eq!(unknown.1, "404");
+    // Both hosts have talked to the server: their entries exist (the attacker's on both
+    // families, for the forged advertisement to override).
+    assert_eq!(script6(&lan.stranger, UNKNOWN_MAC).1, "404");
+    assert_eq!(script6(&lan.node, UNKNOWN_MAC).1, "404");
 
+    // Outside a boot window: nothing, for the attacker with its entry forged (HTTP, TFTP,
+    // IPv6), and not for the node itself either; exactly what an unknown MAC gets.
+    let (status, body) =
+        forged_http(&lan, NODE_MAC, &server, "GET", &format!("/boot/{NODE_MAC}.ipxe"), &[]);
+    assert_eq!(status, "404", "{body}");
+    assert!(!body.contains(CHAP_SECRET));
+    // An error is sent once, to the forged entry's MAC: the attacker sees nothing either way.
+    let unknown_tftp = forged_tftp(&lan, NODE_MAC, &server, &format!("boot/{UNKNOWN_MAC}.ipxe"));
+    assert!(unknown_tftp == "TIMEOUT" || unknown_tftp.starts_with("ERROR 1"), "{unknown_tftp}");
+    assert_eq!(
+        forged_tftp(&lan, NODE_MAC, &server, &format!("boot/{NODE_MAC}.ipxe")),
+        unknown_tftp
+    );
+    let (status, body) =
+        forged_http(&lan, NODE_MAC, &server6, "GET", &format!("/boot/{NODE_MAC}.ipxe"), &[]);
+    assert_eq!(status, "404", "IPv6: {body}");
+    assert_eq!(script(&lan.node, NODE_MAC), unknown, "no window: the node too");
+    assert_eq!(tftp(&lan.node, NODE_MAC).0, 68);
     // Scripts without a secret stay open to anyone.
-    let (_, status, body) = script(&lan.stranger, OPEN_MAC);
-    assert_eq!(status, "200", "{body}");
+    assert_eq!(script(&lan.stranger, OPEN_MAC).1, "200");
     assert_eq!(tftp(&lan.stranger, OPEN_MAC).0, 0);
 
+    // bootvol powers the node on: a window. The node claims its script (either NIC's, HTTP and
+    // TFTP, again and again); the attacker, forging the node's MAC, is refused and caught.
+    power(&lan, &app, "n1", "power on");
+    for mac in [NODE_MAC, NODE_MAC_2, NODE_MAC] {
+        let (_, status, body) = script(&lan.node, mac);
+        assert_eq!(status, "200", "{body}\n{}", serve_log(&app));
+        assert!(body.contains(CHAP_SECRET), "{body}");
+    }
+    let (code, _, body) = tftp(&lan.node, NODE_MAC);
+    assert_eq!(code, 0, "TFTP to the node: {}", serve_log(&app));
+    assert!(body.contains(CHAP_SECRET));
     // A UDP client that knows the server's MAC leaves no neighbour entry: bootvol provokes one
-    // (a zero-length datagram to 9/udp) before it decides.
+    // (a zero-length datagram to 9/udp) and waits for the kernel's notification.
     let bridge_mac = netns_mac(&lan.server, "br0");
     ip(
         &lan.node,
         &["neigh", "replace", &server, "lladdr", &bridge_mac, "nud", "permanent", "dev", "eth0"],
     );
-    ip(&lan.server, &["neigh", "flush", "all"]);
+    ip(&lan.server, &["neigh", "del", &format!("{}.2", lan.prefix), "dev", "br0"]);
     let (code, _, body) = tftp(&lan.node, NODE_MAC);
-    assert_eq!(code, 0, "TFTP after the neighbour table was flushed: {}", serve_log(&app));
+    assert_eq!(code, 0, "TFTP after the entry was deleted: {}", serve_log(&app));
     assert!(body.contains(CHAP_SECRET));
+    let (status, body) =
+        forged_http(&lan, NODE_MAC, &server, "GET", &format!("/boot/{NODE_MAC}.ipxe"), &[]);
+    assert_eq!((status.as_str(), body.contains(CHAP_SECRET)), ("404", false), "{body}");
+    let tftp_thief = forged_tftp(&lan, NODE_MAC, &server, &format!("boot/{NODE_MAC}.ipxe"));
+    assert!(!tftp_thief.contains(CHAP_SECRET), "{tftp_thief}");
+    assert!(tftp_thief == "TIMEOUT" || tftp_thief.starts_with("ERROR 1"), "{tftp_thief}");
+    let conflicts = events_of(&app, "n1", "baremetal.node.secret_conflict");
+    assert_eq!(conflicts.len(), 1, "one event a minute per client, with a count: {conflicts:?}");
+    let payload = &conflicts[0]["payload"];
+    assert_eq!(payload["client"], format!("{}.3", lan.prefix), "{payload}");
+    assert_eq!(payload["client_mac"], NODE_MAC, "{payload}");
+    assert_eq!(payload["first_client"], format!("{}.2", lan.prefix), "{payload}");
+    assert_eq!(conflicts_metric(&lan), 2, "HTTP and TFTP");
+    let page = tool("ip")
+        .args(["netns", "exec", &lan.server, "curl", "-s", "-L", "-c", "/dev/null", "-b", ""])
+        .arg(format!(
+            "http://127.0.0.1:6385/admin/nodes/{}",
+            app.show("n1")["node"]["uuid"].as_str().unwrap()
+        ))
+        .output()
+        .unwrap();
+    let page = String::from_utf8_lossy(&page.stdout);
+    assert!(page.contains("id=\"secret-conflict\""), "{page}");
+    assert!(page.contains(&format!("{}.3", lan.prefix)), "the banner names the thief");
 
-    // The deploy token goes to the deploying node (the stranger), once; the config drive and
-    // the call-back want the token and that node: another host with the token changes nothing.
-    let mut node_deploy = app.command(&["node", "deploy", "d1"]);
-    let _node_deploy =
-        Serve(node_deploy.stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap());
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while app.show("d1")["node"]["provision_state"] != "wait call-back" {
-        assert!(Instant::now() < deadline, "d1 never waited for its call-back: {}", app.show("d1"));
-        std::thread::sleep(Duration::from_millis(100));
+    // The window closes after 10 s. The attacker opens one with a boot sign (its forged
+    // `/boot.ipxe`): the node's MAC still answers at the node's own address, so the forged
+    // request is a conflict; the node itself, from that address, gets its script.
+    std::thread::sleep(Duration::from_secs(10));
+    assert_eq!(script(&lan.node, NODE_MAC).1, "404", "the window closed");
+    let (status, _) = forged_http(&lan, NODE_MAC, &server, "GET", "/boot.ipxe", &[]);
+    assert_eq!(status, "200");
+    let (status, body) =
+        forged_http(&lan, NODE_MAC, &server, "GET", &format!("/boot/{NODE_MAC}.ipxe"), &[]);
+    assert_eq!(
+        (status.as_str(), body.contains(CHAP_SECRET)),
+        ("404", false),
+        "{body}\n{}",
+        serve_log(&app)
+    );
+    // Reported as a conflict (the event and the log line at most once a minute per client,
+    // and this client had one less than a minute ago; the metric counts every one).
+    assert_eq!(conflicts_metric(&lan), 3, "{}", serve_log(&app));
+    let (_, status, body) = script(&lan.node, NODE_MAC);
+    assert_eq!(status, "200", "the node's own boot, in the sign's window: {body}");
+
+    // IPv6, in a window bootvol opens: the node over IPv6 claims it; the attacker's forged
+    // Neighbour Advertisement gets nothing and is caught.
+    std::thread::sleep(Duration::from_secs(10));
+    power(&lan, &app, "n1", "power off");
+    power(&lan, &app, "n1", "power on");
+    let (_, status, body) = script6(&lan.node, NODE_MAC_2);
+    assert_eq!(status, "200", "IPv6 to the node: {body}\n{}", serve_log(&app));
+    assert!(body.contains(CHAP_SECRET));
+    let before = conflicts_metric(&lan);
+    let (status, body) =
+        forged_http(&lan, NODE_MAC, &server6, "GET", &format!("/boot/{NODE_MAC}.ipxe"), &[]);
+    assert_eq!((status.as_str(), body.contains(CHAP_SECRET)), ("404", false), "IPv6 thief: {body}");
+    assert_eq!(conflicts_metric(&lan), before + 1);
+    let v6 = events_of(&app, "n1", "baremetal.node.secret_conflict");
+    assert!(v6.iter().any(|e| e["payload"]["client"] == format!("{}::3", lan.prefix6())), "{v6:?}");
+
+    // Powered off by its BMC: a boot sign is not a boot. The forged sign and request get
+    // nothing.
+    std::thread::sleep(Duration::from_secs(10));
+    power(&lan, &app, "n1", "power off");
+    let (status, _) = forged_http(&lan, NODE_MAC, &server, "GET", "/boot.ipxe", &[]);
+    assert_eq!(status, "200");
+    let (status, body) =
+        forged_http(&lan, NODE_MAC, &server, "GET", &format!("/boot/{NODE_MAC}.ipxe"), &[]);
+    assert_eq!((status.as_str(), body.contains(CHAP_SECRET)), ("404", false), "{body}");
+    assert_eq!(conflicts_metric(&lan), 5, "{}", serve_log(&app));
+
+    let log = serve_log(&app);
+    assert!(!log.contains(CHAP_SECRET), "{log}");
+}
+
+/// The deploy token's theft: the attacker, forging the ramdisk's MAC, takes the token and sends
+/// a forged "done"; the real ramdisk then asks for the token: the deployment fails at once,
+/// `last_error` naming the thief's address and MAC, and a conflict is raised.
+#[test]
+fn a_stolen_deploy_token_fails_the_deploy_naming_the_thief() {
+    if !available() {
+        return;
     }
+    let lan = Lan::new();
+    let server = lan.server_ip();
+    let (app, _serve, base) = serve_on(&lan, json!([hba_node("d1", NODE_MAC, true)]));
     let uuid = app.show("d1")["node"]["uuid"].as_str().unwrap().to_owned();
-    let token_url = format!("{base}/deploy/{uuid}/token");
-    let post = |ns: &str, url: &str, headers: &[&str], body: &str| {
-        let mut args = vec!["-X", "POST", "-H", "Content-Type: application/json", "--data", body];
-        for header in headers {
-            args.extend(["-H", header]);
+    for target in ["manage", "provide", "active"] {
+        let (status, body) = api(
+            &lan,
+            "PUT",
+            &format!("/v1/nodes/{uuid}/states/provision"),
+            Some(json!({"target": target})),
+        );
+        assert_eq!(status, "202", "{target}: {body}");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !app.show("d1")["node"]["target_provision_state"].is_null()
+            && app.show("d1")["node"]["provision_state"] != "wait call-back"
+        {
+            assert!(Instant::now() < deadline, "{}", app.show("d1"));
+            std::thread::sleep(Duration::from_millis(100));
         }
-        args.push(url);
-        lan.curl_with(ns, &args)
-    };
-    assert_eq!(post(&lan.node, &token_url, &[], "").1, "403", "not d1's MAC");
-    let (_, status, token) = post(&lan.stranger, &token_url, &[], "");
+    }
+    assert_eq!(app.show("d1")["node"]["provision_state"], "wait call-back", "{}", app.show("d1"));
+    let token_path = format!("/deploy/{uuid}/token");
+    // The attacker, as itself: not the node.
+    let (_, status, _) =
+        lan.curl_with(&lan.stranger, &["-X", "POST", &format!("{base}{token_path}")]);
+    assert_eq!(status, "403");
+    // Forging the node's MAC it takes the token, then "finishes" the deployment.
+    let (status, token) = forged_http(&lan, NODE_MAC, &server, "POST", &token_path, &[]);
     assert_eq!(status, "200", "{token}\n{}", serve_log(&app));
     assert_eq!(token.len(), 64, "{token}");
-    assert_eq!(post(&lan.stranger, &token_url, &[], "").1, "403", "handed out once");
-    let header = format!("X-Bootvol-Token: {token}");
     let report =
         json!({"status": "done", "disk": "/dev/forged", "sha256": "ab".repeat(32), "bytes": 1});
-    let callback = format!("{base}/deploy/{uuid}/callback");
-    let forged = post(&lan.node, &callback, &[&header], &report.to_string());
-    assert_eq!(forged.1, "403", "{forged:?}");
-    let configdrive =
-        lan.curl_with(&lan.node, &["-H", &header, &format!("{base}/deploy/{uuid}/configdrive")]);
-    assert_eq!(configdrive.1, "403", "{configdrive:?}");
+    let header = format!("X-Bootvol-Token: {token}");
+    let (status, body) = forged_http(
+        &lan,
+        NODE_MAC,
+        &server,
+        "POST",
+        &format!("/deploy/{uuid}/callback"),
+        &["-H", &header, "--body", &report.to_string()],
+    );
+    assert_eq!(status, "200", "{body}");
+    // The real ramdisk asks for its token: the node is not left active on the thief's word.
+    let (_, status, body) =
+        lan.curl_with(&lan.node, &["-X", "POST", &format!("{base}{token_path}")]);
+    assert_eq!(status, "403", "{body}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while app.show("d1")["node"]["provision_state"] != "deploy failed" {
+        assert!(Instant::now() < deadline, "{}\n{}", app.show("d1"), serve_log(&app));
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let node = app.show("d1");
-    assert_eq!(node["node"]["provision_state"], "wait call-back", "{node}");
+    let error = node["node"]["last_error"].as_str().unwrap_or_default();
+    assert!(error.contains(&format!("{}.3 ({NODE_MAC})", lan.prefix)), "{error}");
+    assert!(error.contains(&format!("{}.2", lan.prefix)), "{error}");
     assert!(node["node"]["driver_internal_info"].get("deployed_image").is_none(), "{node}");
-
-    // One event for the stranger's refusals over IPv4 (once per client address per minute), one
-    // for its refusal over IPv6 (another address).
-    let events: Vec<Value> = app
-        .ok(&["events", "--node", "n1", "--json"])
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .filter(|e: &Value| e["event_type"] == "baremetal.node.script_refused")
-        .collect();
-    assert_eq!(events.len(), 2, "{events:?}");
-    let v6 = &events[1]["payload"];
-    assert_eq!(v6["client"], format!("{}::3", lan.prefix6()), "{v6}");
-    assert_eq!(v6["client_mac"], STRANGER_MAC, "{v6}");
-    let payload = &events[0]["payload"];
-    assert_eq!(payload["client"], format!("{}.3", lan.prefix), "{payload}");
-    assert_eq!(payload["client_mac"], STRANGER_MAC, "{payload}");
-    assert_eq!(payload["mac"], NODE_MAC, "{payload}");
-    assert_eq!(payload["via"], "http", "{payload}");
-    assert_eq!(payload["count"], 1, "{payload}");
-    let log = serve_log(&app);
-    assert_eq!(log.matches("script refused").count(), 2, "{log}");
-    assert!(!log.contains(CHAP_SECRET), "{log}");
+    let conflicts = events_of(&app, "d1", "baremetal.node.secret_conflict");
+    assert_eq!(conflicts.len(), 1, "{conflicts:?}");
+    assert_eq!(conflicts[0]["payload"]["first_client"], format!("{}.3", lan.prefix));
+    assert_eq!(conflicts_metric(&lan), 1);
 }
 
 fn netns_mac(netns: &str, dev: &str) -> String {
@@ -419,14 +631,16 @@ async fn the_deploy_token_goes_once_to_the_node_and_forged_call_backs_change_not
     )));
 
     let node_mac: MacAddr = HBA_MAC.parse().unwrap();
-    let stranger = Caller::Neighbour(Some(STRANGER_MAC.parse().unwrap()));
-    let the_node = Caller::Neighbour(Some(node_mac));
+    let at = |ip: &str| -> std::net::IpAddr { ip.parse().unwrap() };
+    let checked = |ip: &str, mac: Option<MacAddr>| Caller { address: at(ip), mac, checked: true };
+    let stranger = checked("10.0.0.3", Some(STRANGER_MAC.parse().unwrap()));
+    let the_node = checked("10.0.0.2", Some(node_mac));
     refused(conductor.deploy_token(&uuid, stranger).await);
-    refused(conductor.deploy_token(&uuid, Caller::Neighbour(None)).await);
+    refused(conductor.deploy_token(&uuid, checked("10.0.0.2", None)).await);
     let token = conductor.deploy_token(&uuid, the_node).await.unwrap();
     assert_eq!(token, stored);
-    refused(conductor.deploy_token(&uuid, the_node).await);
-    refused(conductor.deploy_token(&uuid, Caller::Any).await);
+    // The claimant asks again (its answer was lost): the same token, to it only.
+    assert_eq!(conductor.deploy_token(&uuid, the_node).await.unwrap(), stored);
 
     // The config drive and the call-back want the token and the node.
     refused(conductor.configdrive(&uuid, &token, stranger).await);
@@ -449,15 +663,45 @@ async fn the_deploy_token_goes_once_to_the_node_and_forged_call_backs_change_not
     assert_eq!(conductor.load("d1").await.unwrap(), after);
 }
 
+/// A second claimant of the token (the node's MAC from another address: the real ramdisk
+/// after a thief, or a thief after it) fails the deployment at once, naming the first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_claimant_of_the_token_fails_the_deployment() {
+    let dir = tempfile::tempdir().unwrap();
+    let (conductor, _) = deploy_setup(dir.path(), json!([hba_node("d3", HBA_MAC, true)]));
+    let uuid = conductor.run("d3", Action::Provision(Verb::Deploy)).await.unwrap().node.uuid;
+    let mac: MacAddr = HBA_MAC.parse().unwrap();
+    let thief = Caller { address: "10.0.0.66".parse().unwrap(), mac: Some(mac), checked: true };
+    let ramdisk = Caller { address: "10.0.0.2".parse().unwrap(), mac: Some(mac), checked: true };
+    let token = conductor.deploy_token(&uuid, thief).await.unwrap();
+    // Only the claimant's config drive and call-back are accepted.
+    refused(conductor.configdrive(&uuid, &token, ramdisk).await);
+    let Err(ConductorError::Refused(why)) = conductor.deploy_token(&uuid, ramdisk).await else {
+        panic!("the second claim was not refused")
+    };
+    assert!(why.contains("10.0.0.66 (52:54:00:4e:0d:01)"), "{why}");
+    let node = conductor.load("d3").await.unwrap();
+    assert_eq!(node.node.provision_state, ProvisionState::DeployFailed);
+    let error = node.node.last_error.unwrap_or_default();
+    assert!(
+        error.contains("10.0.0.66 (52:54:00:4e:0d:01)") && error.contains("10.0.0.2"),
+        "{error}"
+    );
+    refused(conductor.deploy_callback(&uuid, &token, thief, done(&"ab".repeat(32))).await);
+    let events = conductor.db().run(|db| db.events(None, 100)).await.unwrap();
+    assert!(events.iter().any(|e| e.event_type == "baremetal.node.secret_conflict"), "{events:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn of_concurrent_token_requests_only_the_first_gets_it() {
     let dir = tempfile::tempdir().unwrap();
     let (conductor, _) = deploy_setup(dir.path(), json!([hba_node("d2", HBA_MAC, false)]));
     let uuid = conductor.run("d2", Action::Provision(Verb::Deploy)).await.unwrap().node.uuid;
     let callers: Vec<_> = (0..8)
-        .map(|_| {
+        .map(|i| {
             let (conductor, uuid) = (conductor.clone(), uuid.clone());
-            tokio::spawn(async move { conductor.deploy_token(&uuid, Caller::Any).await })
+            let caller = Caller::any(std::net::IpAddr::from([10, 0, 0, 10 + i]));
+            tokio::spawn(async move { conductor.deploy_token(&uuid, caller).await })
         })
         .collect();
     let mut handed_out = 0;
@@ -467,7 +711,11 @@ async fn of_concurrent_token_requests_only_the_first_gets_it() {
         }
     }
     assert_eq!(handed_out, 1);
-    refused(conductor.deploy_token(&uuid, Caller::Any).await);
+    // The others found the node locked, or were second claimants; one more from yet another
+    // address is one for sure: the deployment fails.
+    refused(conductor.deploy_token(&uuid, Caller::any([10, 0, 0, 99].into())).await);
+    let node = conductor.load("d2").await.unwrap();
+    assert_eq!(node.node.provision_state, ProvisionState::DeployFailed);
 }
 
 // ---- which scripts carry a secret -------------------------------------------------------------

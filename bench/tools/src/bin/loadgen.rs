@@ -168,10 +168,18 @@ fn main() {
                                 Ok::<Http, String>(Http::new(stream, &host))
                             };
                             let mut conn = None;
+                            // As iPXE does: /boot.ipxe first (a boot sign: it opens the
+                            // node's boot window, inside which its secret script goes out).
+                            let mut signed = false;
                             while Instant::now() < deadline {
                                 if conn.is_none() {
                                     match connect().await {
-                                        Ok(c) => conn = Some(c),
+                                        Ok(mut c) => {
+                                            if !signed {
+                                                signed = c.get("/boot.ipxe").await.is_ok_and(|(s, _)| s == 200);
+                                            }
+                                            conn = Some(c)
+                                        }
                                         Err(e) => {
                                             report_failure(&failures, e);
                                             tokio::time::sleep(Duration::from_millis(100)).await;
