@@ -71,12 +71,18 @@ pub(crate) fn dhcp_packet(data: &[u8]) {
             has_arm64: bit(1),
             known: bit(2),
             port,
+            // Sent by its giaddr (a relay), or by a host with no address yet.
+            source: if bit(16) { packet.giaddr } else { std::net::Ipv4Addr::UNSPECIFIED },
+            relays: &[],
         };
         let settings = Settings { efi_discovery_bypass: !bit(4), known_only: bit(8) };
         if let Decision::Reply(reply) = decide(&packet, settings, &facts) {
             let back = Packet::parse(&reply.packet.encode()).expect("a reply parses");
             assert!(back.yiaddr.is_unspecified());
             assert_eq!(back.xid, packet.xid);
+            if let bootvol::dhcp::proxy::Destination::Relay(to) = reply.to {
+                assert_eq!(to, facts.source, "a reply to a giaddr that did not send it");
+            }
         }
     }
 }

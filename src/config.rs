@@ -3,7 +3,7 @@
 //!
 //! Pure: [`Config::from_toml`] takes text. Only [`Config::load`] reads a file.
 
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -611,6 +611,10 @@ pub struct DhcpSection {
     /// Send option 43 "skip boot server discovery" to EFI PXE clients too.
     pub efi_discovery_bypass: bool,
     pub answer: DhcpAnswer,
+    /// DHCP relays that forward from an address other than their `giaddr`: a request with
+    /// `giaddr` set is answered (to `giaddr`) only when it comes from `giaddr` or from one of
+    /// these.
+    pub relays: Vec<Ipv4Addr>,
 }
 
 /// `[dhcp] mode`.
@@ -644,6 +648,7 @@ impl Default for DhcpSection {
             ],
             efi_discovery_bypass: true,
             answer: DhcpAnswer::All,
+            relays: Vec::new(),
         }
     }
 }
@@ -669,6 +674,13 @@ impl DhcpSection {
         }
         if let Some(a) = self.listen.iter().find(|a| !a.is_ipv4()) {
             return Err(("dhcp.listen", format!("{a} is not IPv4 (DHCPv4 only)")));
+        }
+        if let Some(a) = self
+            .relays
+            .iter()
+            .find(|a| a.is_unspecified() || a.is_broadcast() || a.is_multicast() || a.is_loopback())
+        {
+            return Err(("dhcp.relays", format!("{a} is not a relay's unicast address")));
         }
         Ok(())
     }
@@ -1127,6 +1139,16 @@ mod tests {
         assert!(err.to_string().contains("dhcp.listen"), "{err}");
         let bad = "[dhcp]\nmode = \"proxy\"\ninterfaces = [\"a/b\"]\n";
         assert!(Config::from_toml(bad, "t").unwrap_err().to_string().contains("dhcp.interfaces"));
+        assert!(config.dhcp.relays.is_empty());
+        let relays = format!("{ok}relays = [\"10.9.0.1\", \"10.9.1.1\"]\n");
+        let config = Config::from_toml(&relays, "t").unwrap();
+        assert_eq!(config.dhcp.relays, [Ipv4Addr::new(10, 9, 0, 1), Ipv4Addr::new(10, 9, 1, 1)]);
+        for bad in ["0.0.0.0", "255.255.255.255", "224.0.0.1", "127.0.0.1"] {
+            let err = Config::from_toml(&format!("{ok}relays = [\"{bad}\"]\n"), "t").unwrap_err();
+            assert!(err.to_string().contains("dhcp.relays"), "{bad}: {err}");
+        }
+        let v6 = format!("{ok}relays = [\"fe80::1\"]\n");
+        assert!(Config::from_toml(&v6, "t").unwrap_err().to_string().contains("relays"));
     }
 
     #[test]

@@ -3,11 +3,13 @@
 //!
 //! - [`packet`]: the DHCPv4 codec, bytes in and values out (a total parser).
 //! - [`proxy`]: the decision, sans-io: a request and plain facts in, the reply and its
-//!   destination out; the reply rate limits.
+//!   destination out (to `giaddr` only from a relay); the reply limits, nodes' MACs on a budget
+//!   of their own.
 //! - This file, the edge: one normal UDP socket per interface and listen address
 //!   (`SO_BROADCAST` + `SO_BINDTODEVICE`, no raw socket), the facts gathered for each request
 //!   (the interface's address, whether the MAC is a node's port, whether the arm64 binary
-//!   exists), each reply recorded in the recent-boots ring (for people; it authorises nothing).
+//!   exists, the source address and `[dhcp] relays`), each reply recorded in the recent-boots
+//!   ring (for people; it authorises nothing) in one place, `answered`.
 
 pub mod packet;
 pub mod proxy;
@@ -49,6 +51,8 @@ struct Shared {
     /// Told of every answer to a node's MAC: a sign that the node starts a boot.
     access: Arc<crate::script_access::ScriptAccess>,
     limit: Mutex<RateLimit>,
+    /// `[dhcp] relays`.
+    relays: Vec<Ipv4Addr>,
 }
 
 /// What the ProxyDHCP reads (the snapshot: which MACs are nodes'; the boot URL) and feeds (the
@@ -89,6 +93,7 @@ pub fn start(
         metrics: Arc::clone(metrics),
         access: Arc::clone(access),
         limit: Mutex::new(RateLimit::appliance()),
+        relays: dhcp.relays.clone(),
     });
     let mut sockets = Vec::new();
     for interface in &dhcp.interfaces {
@@ -190,8 +195,13 @@ async fn answer(
         let snapshot = shared.snapshot.load();
         let script = request.mac().and_then(|m| snapshot.script(MacAddr(m)));
         let http_base = shared.http_base.get();
-        let facts =
-            Facts { server, http_base: &http_base, has_arm64, known: script.is_some(), port };
+        let source = match from.ip() {
+            IpAddr::V4(ip) => ip,
+            IpAddr::V6(_) => Ipv4Addr::UNSPECIFIED,
+        };
+        let known = script.is_some();
+        let relays = &shared.relays;
+        let facts = Facts { server, http_base: &http_base, has_arm64, known, port, source, relays };
         let reply = match proxy::decide(&request, shared.settings, &facts) {
             Decision::Reply(reply) => reply,
             Decision::Ignore(why) => {
@@ -201,7 +211,7 @@ async fn answer(
             }
         };
         let mac = MacAddr(reply.mac);
-        if !shared.limit.lock().unwrap_or_else(|p| p.into_inner()).allow(reply.mac, now) {
+        if !shared.limit.lock().unwrap_or_else(|p| p.into_inner()).allow(reply.mac, known, now) {
             tracing::debug!(%interface, %mac, "ProxyDHCP: reply limit reached");
             count(DhcpResult::Limited);
             continue;
@@ -230,14 +240,16 @@ async fn answer(
             IpAddr::V4(ip) if !ip.is_unspecified() => from.ip(),
             _ => IpAddr::V4(request.ciaddr),
         };
-        shared.recent.record(
-            "dhcp",
-            client,
-            Some(mac),
-            node,
-            if node.is_some() { "offer" } else { "unknown" },
-        );
+        answered(&shared, mac, client, node);
     }
+}
+
+/// The one place where a DISCOVER or REQUEST for `mac` (a port of `node`, if any) from `client`
+/// (its address, or `ciaddr` when it has none yet) was answered: the reply has gone out, within
+/// the limits. Recorded in the recent-boots ring (for people).
+fn answered(shared: &Shared, mac: MacAddr, client: IpAddr, node: Option<&str>) {
+    let outcome = if node.is_some() { "offer" } else { "unknown" };
+    shared.recent.record("dhcp", client, Some(mac), node, outcome);
 }
 
 /// The message type of `request`, as a metric label.

@@ -1,7 +1,10 @@
 //! The ProxyDHCP decision, sans-io: a parsed request and plain facts in, a reply packet and where
 //! to send it (or why not) out. The rules were measured against real firmware
 //! (`appliance-and-scale.md` §B): never an address (`yiaddr` 0), only netboot clients, the boot
-//! file by option 93 as a number.
+//! file by option 93 as a number; a reply goes to `giaddr` only when the request came from it
+//! or from a `[dhcp] relays` address (`relay_trusted`). Also the reply limits (`RateLimit`):
+//! nodes' MACs and unknown ones on separate budgets, so a flood of made-up MACs cannot keep a
+//! node from being answered.
 
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
@@ -46,6 +49,10 @@ pub struct Facts<'a> {
     /// The client MAC is a port of a node.
     pub known: bool,
     pub port: Port,
+    /// The address the request came from (`0.0.0.0` from a client with none yet).
+    pub source: Ipv4Addr,
+    /// `[dhcp] relays`: addresses a relayed request may come from besides its `giaddr`.
+    pub relays: &'a [Ipv4Addr],
 }
 
 /// Where a reply goes.
@@ -99,6 +106,10 @@ pub fn decide(request: &Packet, settings: Settings, facts: &Facts) -> Decision {
         (_, Some(msg::REQUEST)) => msg::ACK,
         _ => return Decision::Ignore("not a DISCOVER or REQUEST"),
     };
+    let relayed = request.giaddr != Ipv4Addr::UNSPECIFIED;
+    if relayed && !relay_trusted(request.giaddr, facts.source, facts.relays) {
+        return Decision::Ignore("giaddr set, but not sent by it nor by a [dhcp] relays address");
+    }
     let class = request.option(opt::VENDOR_CLASS).unwrap_or_default();
     let client_type = if class.starts_with(PXE_CLIENT) {
         PXE_CLIENT
@@ -144,7 +155,6 @@ pub fn decide(request: &Packet, settings: Settings, facts: &Facts) -> Decision {
         options.push((opt::VENDOR_SPECIFIC, vec![6, 1, 8, 255]));
     }
 
-    let relayed = request.giaddr != Ipv4Addr::UNSPECIFIED;
     let to = if relayed {
         Destination::Relay(request.giaddr)
     } else if facts.port == Port::BootServer {
@@ -182,24 +192,43 @@ pub fn decide(request: &Packet, settings: Settings, facts: &Facts) -> Decision {
     Decision::Reply(Box::new(Reply { packet, to, mac, arch, file }))
 }
 
-/// Reply limits: per client MAC and overall, so spoofed requests cannot make bootvol send
-/// without bound. Sans-io: the caller passes the time.
+/// Reply limits, so that spoofed requests can neither make bootvol send without bound nor keep
+/// a node from being answered. Two budgets that do not draw on each other:
+///
+/// - MACs that are no node's port (anyone can make up millions): `per_mac` replies per MAC each
+///   `window`, and all of them together `per_second` (bursts of `burst`), at most `max_macs`
+///   tracked at once. A flood of made-up MACs drains this budget, and only this one.
+/// - A node's MAC: its own token bucket, `known_burst` replies refilled at `known_per_second`,
+///   far above what a boot needs (firmware sends 4–5 DISCOVERs over ~30 s, then a REQUEST to
+///   4011, then iPXE its own DISCOVER and REQUEST), so that another host sending DISCOVERs with
+///   that MAC at a few a second does not starve it. Replies to nodes' MACs are bounded by the
+///   number of nodes times that rate, each answering one request.
+///
+/// Sans-io: the caller passes the time, and whether the MAC is a node's ([`RateLimit::allow`]).
 #[derive(Debug)]
 pub struct RateLimit {
     per_mac: u32,
     window: Duration,
     macs: HashMap<[u8; 6], (Instant, u32)>,
     max_macs: usize,
-    /// Overall token bucket.
+    /// The unknown MACs' shared token bucket.
     tokens: f64,
     burst: f64,
     per_second: f64,
     last: Option<Instant>,
+    /// Each node MAC's bucket: tokens left, when counted.
+    known: HashMap<[u8; 6], (f64, Instant)>,
+    known_burst: f64,
+    known_per_second: f64,
 }
 
+/// The most node MACs whose buckets are kept at once (a full bucket is forgotten first).
+const MAX_KNOWN_MACS: usize = 65_536;
+
 impl RateLimit {
-    /// At most `per_mac` replies per MAC each `window`, and `per_second` replies overall (with a
-    /// burst of `burst`); at most `max_macs` MACs tracked at once.
+    /// For unknown MACs: at most `per_mac` replies per MAC each `window`, and `per_second`
+    /// replies overall (with a burst of `burst`); at most `max_macs` MACs tracked at once. For
+    /// a node's MAC: bursts of `known_burst`, `known_per_second` sustained, each MAC alone.
     pub fn new(
         per_mac: u32,
         window: Duration,
@@ -216,17 +245,46 @@ impl RateLimit {
             burst: f64::from(burst),
             per_second: f64::from(per_second),
             last: None,
+            known: HashMap::new(),
+            known_burst: f64::from(KNOWN_BURST),
+            known_per_second: f64::from(KNOWN_PER_SECOND),
         }
     }
 
-    /// The appliance's limits: 8 replies per MAC per 10 s (a firmware boot needs 2–4: OFFER,
-    /// ACK, then iPXE's own), 50 a second overall with bursts of 100, 4096 MACs.
+    /// The appliance's limits: unknown MACs 8 replies per MAC per 10 s, 50 a second in all with
+    /// bursts of 100, 4096 MACs; a node's MAC [`KNOWN_BURST`] at once and [`KNOWN_PER_SECOND`]
+    /// a second, whatever unknown MACs do.
     pub fn appliance() -> RateLimit {
         RateLimit::new(8, Duration::from_secs(10), 4096, 50, 100)
     }
 
-    /// Whether a reply to `mac` may be sent now; counts it if so.
-    pub fn allow(&mut self, mac: [u8; 6], now: Instant) -> bool {
+    /// Whether a reply to `mac` (a node's port when `known`) may be sent now; counts it if so.
+    pub fn allow(&mut self, mac: [u8; 6], known: bool, now: Instant) -> bool {
+        if known { self.allow_known(mac, now) } else { self.allow_unknown(mac, now) }
+    }
+
+    fn allow_known(&mut self, mac: [u8; 6], now: Instant) -> bool {
+        let (burst, rate) = (self.known_burst, self.known_per_second);
+        let refilled = |(tokens, at): (f64, Instant)| {
+            (tokens + now.saturating_duration_since(at).as_secs_f64() * rate).min(burst)
+        };
+        if !self.known.contains_key(&mac) && self.known.len() >= MAX_KNOWN_MACS {
+            self.known.retain(|_, bucket| refilled(*bucket) < burst);
+            if self.known.len() >= MAX_KNOWN_MACS {
+                return false;
+            }
+        }
+        let bucket = self.known.entry(mac).or_insert((burst, now));
+        let tokens = refilled(*bucket);
+        if tokens < 1.0 {
+            *bucket = (tokens, now);
+            return false;
+        }
+        *bucket = (tokens - 1.0, now);
+        true
+    }
+
+    fn allow_unknown(&mut self, mac: [u8; 6], now: Instant) -> bool {
         if let Some(last) = self.last {
             let elapsed = now.saturating_duration_since(last).as_secs_f64();
             self.tokens = (self.tokens + elapsed * self.per_second).min(self.burst);
@@ -255,6 +313,22 @@ impl RateLimit {
     }
 }
 
+/// Replies a node's MAC may get at once: a whole boot's (firmware's DISCOVERs and REQUEST, then
+/// iPXE's) with room to spare.
+pub const KNOWN_BURST: u32 = 20;
+/// Replies a node's MAC gets a second, sustained: about 20 times what booting firmware asks
+/// (4–5 DISCOVERs in ~30 s), so a host spoofing the MAC at up to 4 requests a second leaves
+/// every one of the node's own answered.
+pub const KNOWN_PER_SECOND: u32 = 5;
+
+/// Whether a request whose `giaddr` is set came through a relay: sent from `giaddr` itself (a
+/// relay on one router) or from an address listed in `[dhcp] relays` (a relay that sends from
+/// another of its addresses). Otherwise an OFFER to `giaddr` would go wherever the sender
+/// pointed it (reflection).
+pub fn relay_trusted(giaddr: Ipv4Addr, source: Ipv4Addr, relays: &[Ipv4Addr]) -> bool {
+    !giaddr.is_unspecified() && (source == giaddr || relays.contains(&source))
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::packet::tests::request;
@@ -272,7 +346,14 @@ mod tests {
             has_arm64: true,
             known: false,
             port,
+            source: Ipv4Addr::UNSPECIFIED,
+            relays: &[],
         }
+    }
+
+    /// Facts for a request relayed by `relay` (sent from it).
+    fn via(relay: Ipv4Addr, port: Port) -> Facts<'static> {
+        Facts { source: relay, ..facts(port) }
     }
 
     fn client(kind: u8, class: &str, arch: u16, ipxe: bool) -> Packet {
@@ -440,12 +521,12 @@ mod tests {
         for port in [Port::Dhcp, Port::BootServer] {
             let mut req = req.clone();
             req.options[0].1 = vec![msg::REQUEST];
-            let r = reply(&req, BYPASS, &facts(port));
+            let r = reply(&req, BYPASS, &via(relay, port));
             assert_eq!(r.to, Destination::Relay(relay));
             assert_eq!(r.packet.giaddr, req.giaddr);
             common(&r, &req, msg::ACK, b"PXEClient");
         }
-        let r = reply(&req, BYPASS, &facts(Port::Dhcp));
+        let r = reply(&req, BYPASS, &via(relay, Port::Dhcp));
         assert_eq!(r.to, Destination::Relay(relay));
         assert_eq!(r.file, "http://10.78.0.1:8080/boot.ipxe");
         let p = common(&r, &req, msg::OFFER, b"PXEClient");
@@ -456,7 +537,7 @@ mod tests {
         let mut bound = req.clone();
         bound.options[0].1 = vec![msg::REQUEST];
         bound.ciaddr = Ipv4Addr::new(10, 9, 0, 50);
-        let r = reply(&bound, BYPASS, &facts(Port::BootServer));
+        let r = reply(&bound, BYPASS, &via(relay, Port::BootServer));
         assert_eq!(r.to, Destination::Relay(relay));
         assert_eq!(r.packet.flags, 0);
         assert_eq!(r.packet.ciaddr, bound.ciaddr);
@@ -466,11 +547,33 @@ mod tests {
             let mut req = client(msg::DISCOVER, class, arch, false);
             req.giaddr = relay;
             req.flags = 0;
-            let r = reply(&req, BYPASS, &facts(Port::Dhcp));
+            let r = reply(&req, BYPASS, &via(relay, Port::Dhcp));
             assert_eq!(r.to, Destination::Relay(relay), "arch {arch}");
             let p = common(&r, &req, msg::OFFER, class.as_bytes());
             assert_eq!(p.flags, 0x8000, "arch {arch}");
         }
+    }
+
+    #[test]
+    fn a_giaddr_not_from_a_relay_gets_no_reply() {
+        let (relay, victim) = (Ipv4Addr::new(10, 9, 0, 1), Ipv4Addr::new(192, 0, 2, 7));
+        let mut req = client(msg::DISCOVER, "PXEClient:Arch:00000:UNDI:002001", 0, false);
+        req.giaddr = victim;
+        // From a host on the link (or one with no address yet) naming another as its relay.
+        for source in [Ipv4Addr::UNSPECIFIED, Ipv4Addr::new(10, 78, 0, 66), relay] {
+            let why = ignored(&req, BYPASS, &Facts { source, ..facts(Port::Dhcp) });
+            assert!(why.contains("giaddr"), "{source}: {why}");
+        }
+        // A relay that sends from another of its addresses is listed in [dhcp] relays.
+        let relays = [relay];
+        let listed = Facts { source: relay, relays: &relays, ..facts(Port::Dhcp) };
+        assert_eq!(reply(&req, BYPASS, &listed).to, Destination::Relay(victim));
+        // Sent by the giaddr itself: answered to it, as before.
+        assert_eq!(reply(&req, BYPASS, &via(victim, Port::Dhcp)).to, Destination::Relay(victim));
+        assert!(relay_trusted(victim, victim, &[]));
+        assert!(relay_trusted(victim, relay, &relays));
+        assert!(!relay_trusted(victim, relay, &[]));
+        assert!(!relay_trusted(Ipv4Addr::UNSPECIFIED, Ipv4Addr::UNSPECIFIED, &[]));
     }
 
     #[test]
@@ -505,17 +608,18 @@ mod tests {
     fn replies_are_limited_per_mac_and_overall() {
         let t0 = Instant::now();
         let mut limit = RateLimit::new(2, Duration::from_secs(10), 3, 1, 4);
-        assert!(limit.allow([1; 6], t0));
-        assert!(limit.allow([1; 6], t0));
-        assert!(!limit.allow([1; 6], t0), "per MAC");
-        assert!(limit.allow([2; 6], t0));
-        assert!(limit.allow([3; 6], t0));
-        assert!(!limit.allow([4; 6], t0), "overall burst spent");
+        let mut allow = |mac: u8, at| limit.allow([mac; 6], false, at);
+        assert!(allow(1, t0));
+        assert!(allow(1, t0));
+        assert!(!allow(1, t0), "per MAC");
+        assert!(allow(2, t0));
+        assert!(allow(3, t0));
+        assert!(!allow(4, t0), "overall burst spent");
         let t1 = t0 + Duration::from_secs(2);
-        assert!(!limit.allow([4; 6], t1), "MAC table full while all are in their window");
+        assert!(!allow(4, t1), "MAC table full while all are in their window");
         let t2 = t0 + Duration::from_secs(11);
-        assert!(limit.allow([4; 6], t2), "expired MACs make room");
-        assert!(limit.allow([1; 6], t2), "a new window");
+        assert!(allow(4, t2), "expired MACs make room");
+        assert!(allow(1, t2), "a new window");
         // A flood of spoofed MACs gets at most the burst plus the rate.
         let mut limit = RateLimit::appliance();
         let sent = (0..10_000u32)
@@ -523,10 +627,53 @@ mod tests {
                 let b = i.to_be_bytes();
                 limit.allow(
                     [2, 0, b[0], b[1], b[2], b[3]],
+                    false,
                     t0 + Duration::from_millis(u64::from(*i)),
                 )
             })
             .count();
         assert!(sent <= 100 + 50 * 10 + 1, "{sent}");
+    }
+
+    /// The threat review's flood: ~142 DISCOVERs a second from made-up MACs, and the node's own
+    /// MAC spoofed at 3 a second. The node's firmware (a DISCOVER every 4 s for 30 s, then
+    /// iPXE's) is answered every time, while the unknown MACs stay within their budget.
+    #[test]
+    fn a_flood_of_unknown_macs_and_a_spoofed_node_mac_leave_the_node_answered() {
+        let t0 = Instant::now();
+        let node = [0x52, 0x54, 0, 0x4d, 0, 1];
+        let mut limit = RateLimit::appliance();
+        let (mut unknown_sent, mut node_asked, mut node_answered) = (0, 0, 0);
+        // One event per millisecond for 60 s: a made-up MAC every 7 ms, the spoofer every
+        // 333 ms, the node's firmware every 4 s.
+        for ms in 0..60_000u64 {
+            let now = t0 + Duration::from_millis(ms);
+            if ms % 7 == 0 {
+                let b = (ms as u32).to_be_bytes();
+                unknown_sent +=
+                    usize::from(limit.allow([2, 0, b[0], b[1], b[2], b[3]], false, now));
+            }
+            if ms % 333 == 0 {
+                limit.allow(node, true, now);
+            }
+            if ms % 4000 == 1 {
+                node_asked += 1;
+                node_answered += usize::from(limit.allow(node, true, now));
+            }
+        }
+        assert_eq!(node_answered, node_asked, "the node starved");
+        assert!(unknown_sent <= 100 + 50 * 60, "{unknown_sent}");
+        // Within one MAC the ceiling holds: a burst, then the sustained rate.
+        let mut spoofed = RateLimit::appliance();
+        let burst = (0..100).filter(|_| spoofed.allow(node, true, t0)).count();
+        assert_eq!(burst, KNOWN_BURST as usize);
+        let second = t0 + Duration::from_secs(1);
+        let more = (0..100).filter(|_| spoofed.allow(node, true, second)).count();
+        assert_eq!(more, KNOWN_PER_SECOND as usize);
+        // And the unknown MACs' budget, spent, is not the node's.
+        let mut limit = RateLimit::new(8, Duration::from_secs(10), 4096, 1, 1);
+        assert!(limit.allow([9; 6], false, t0));
+        assert!(!limit.allow([8; 6], false, t0), "shared budget spent");
+        assert!(limit.allow(node, true, t0), "a node's MAC is not on it");
     }
 }

@@ -1,7 +1,9 @@
 //! The built-in ProxyDHCP on a real link: `bootvol serve` with `[dhcp] mode = "proxy"` in one
-//! network namespace, a client in another over a veth pair. The client is hand-crafted (no DHCP
-//! client in the test image sends option 93): DISCOVERs and REQUESTs as firmware and iPXE send
-//! them, from real UDP sockets (broadcast from port 68, and unicast to port 4011).
+//! network namespace, on a bridge (`dh0`) joining it to a client's namespace and an attacker's,
+//! each over a veth pair. The client is hand-crafted (no DHCP client in the test image sends
+//! option 93): DISCOVERs and REQUESTs as firmware and iPXE send them, from real UDP sockets
+//! (broadcast from port 68, and unicast to port 4011). The attacker floods DISCOVERs from
+//! made-up MACs and the node's own, and forges `giaddr` to have offers sent elsewhere.
 //!
 //! Needs root and `ip`; without them it says so and passes.
 
@@ -30,47 +32,188 @@ fn ip(args: &[&str]) {
     assert!(output.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&output.stderr));
 }
 
-/// Two namespaces joined by a veth pair: the server's `dh0` at `.1`, the client's `eth0` at `.2`.
+/// Three namespaces on one bridge: the server's bridge `dh0` at `.1`, the client's `eth0` at
+/// `.2` (with the node's MAC), the attacker's `eth0` at `.3` and `.4` (its own MAC).
 struct Link {
     server: String,
     client: String,
+    attacker: String,
     prefix: String,
 }
 
 impl Link {
-    fn new() -> Link {
+    /// `name` tells one test's namespaces from another's (tests run in parallel).
+    fn new(name: &str) -> Link {
         let pid = std::process::id();
         let link = Link {
-            server: format!("bvdh-{pid}-s"),
-            client: format!("bvdh-{pid}-c"),
-            prefix: format!("10.214.{}", pid % 250 + 1),
+            server: format!("bvdh-{pid}-{name}-s"),
+            client: format!("bvdh-{pid}-{name}-c"),
+            attacker: format!("bvdh-{pid}-{name}-a"),
+            prefix: format!(
+                "10.{}.{}",
+                200 + name.bytes().map(u32::from).sum::<u32>() % 50,
+                pid % 250 + 1
+            ),
         };
-        for ns in [&link.server, &link.client] {
+        for ns in [&link.server, &link.client, &link.attacker] {
             ip(&["netns", "add", ns]);
             ip(&["-n", ns, "link", "set", "lo", "up"]);
         }
-        ip(&["-n", &link.server, "link", "add", "dh0", "type", "veth", "peer", "name", "eth0"]);
-        ip(&["-n", &link.server, "link", "set", "eth0", "netns", &link.client]);
-        ip(&["-n", &link.server, "addr", "add", &format!("{}.1/24", link.prefix), "dev", "dh0"]);
-        ip(&["-n", &link.server, "link", "set", "dh0", "up"]);
+        let server = link.server.as_str();
+        ip(&["-n", server, "link", "add", "dh0", "type", "bridge"]);
+        ip(&["-n", server, "addr", "add", &format!("{}.1/24", link.prefix), "dev", "dh0"]);
+        ip(&["-n", server, "link", "set", "dh0", "up"]);
         let mac = KNOWN_MAC.map(|b| format!("{b:02x}")).join(":");
-        ip(&["-n", &link.client, "link", "set", "eth0", "address", &mac]);
-        ip(&["-n", &link.client, "addr", "add", &format!("{}.2/24", link.prefix), "dev", "eth0"]);
-        ip(&["-n", &link.client, "link", "set", "eth0", "up"]);
+        for (ns, port, host, mac) in
+            [(&link.client, "c0", "2", Some(mac.as_str())), (&link.attacker, "a0", "3", None)]
+        {
+            ip(&["-n", server, "link", "add", port, "type", "veth", "peer", "name", "eth0"]);
+            ip(&["-n", server, "link", "set", "eth0", "netns", ns]);
+            ip(&["-n", server, "link", "set", port, "master", "dh0"]);
+            ip(&["-n", server, "link", "set", port, "up"]);
+            if let Some(mac) = mac {
+                ip(&["-n", ns, "link", "set", "eth0", "address", mac]);
+            }
+            let address = format!("{}.{host}/24", link.prefix);
+            ip(&["-n", ns, "addr", "add", &address, "dev", "eth0"]);
+            ip(&["-n", ns, "link", "set", "eth0", "up"]);
+        }
+        let second = format!("{}.4/24", link.prefix);
+        ip(&["-n", &link.attacker, "addr", "add", &second, "dev", "eth0"]);
         link
     }
 
     fn server_ip(&self) -> Ipv4Addr {
-        format!("{}.1", self.prefix).parse().unwrap()
+        self.host(1)
+    }
+
+    fn host(&self, n: u8) -> Ipv4Addr {
+        format!("{}.{n}", self.prefix).parse().unwrap()
     }
 }
 
 impl Drop for Link {
     fn drop(&mut self) {
-        for ns in [&self.server, &self.client] {
+        for ns in [&self.server, &self.client, &self.attacker] {
             let _ = tool("ip").args(["netns", "del", ns]).status();
         }
     }
+}
+
+/// Runs `f` on a thread of its own inside namespace `ns`, and returns what it returns (a panic
+/// in it is raised again with `log()` appended).
+fn in_netns<T: Send + 'static>(
+    ns: &str,
+    log: impl Fn() -> String,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    let path = format!("/var/run/netns/{ns}");
+    let thread = std::thread::spawn(move || {
+        let ns = std::fs::File::open(&path).unwrap();
+        nix::sched::setns(ns.as_fd(), nix::sched::CloneFlags::CLONE_NEWNET).unwrap();
+        f()
+    });
+    match thread.join() {
+        Ok(value) => value,
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                .unwrap_or_default();
+            panic!("{message}\nserve log:\n{}", log());
+        }
+    }
+}
+
+/// `bootvol serve` in the server's namespace with the ProxyDHCP on `dh0` (plus `dhcp_extra`
+/// lines in `[dhcp]`) and node n1 (port `KNOWN_MAC`), logging to `serve.log`.
+struct Served {
+    // Stopped before its directory goes.
+    _serve: Serve,
+    app: Appliance,
+}
+
+impl Served {
+    fn start(link: &Link, dhcp_extra: &str) -> Served {
+        let server = link.server_ip();
+        let app = Appliance::with_config(|dir| {
+            std::fs::create_dir_all(dir.join("files")).unwrap();
+            format!(
+                r#"[DEFAULT]
+enabled_storage_interfaces = ["noop", "external"]
+[database]
+{database}
+[http]
+listen = "0.0.0.0:8080"
+public_url = "http://{server}:8080"
+files_root = "{dir}/files"
+[tftp]
+listen = "{server}:69"
+root = "{dir}/files"
+[api]
+listen = "127.0.0.1:6385"
+auth_strategy = "noauth"
+[dhcp]
+mode = "proxy"
+interfaces = ["dh0"]
+{dhcp_extra}
+"#,
+                dir = dir.display(),
+                database = crate::support::database(dir)
+            )
+        });
+        app.apply(json!([{"name": "n1", "driver": "fake", "storage_interface": "external",
+            "provision_state": "active", "properties": {"capabilities": "iscsi_boot:true"},
+            "ports": [{"address": "52:54:00:4d:00:01"}],
+            "volume_connectors": [{"type": "iqn", "connector_id": "iqn.2024-01.org.example.node:n1"}],
+            "volume_targets": [{"volume_type": "iscsi", "boot_index": 0, "volume_id": "v1",
+                "properties": {"target_iqn": "iqn.2024-01.org.example.san:v1",
+                    "target_portal": "192.0.2.5:3260"}}]}]));
+        let serve = app.command(&["serve"]);
+        let mut command = tool("ip");
+        command
+            .args(["netns", "exec", &link.server])
+            .arg(serve.get_program())
+            .args(serve.get_args());
+        let log = std::fs::File::create(app.path("serve.log")).unwrap();
+        let serve = Serve(command.stdout(Stdio::null()).stderr(log).spawn().unwrap());
+        Served { _serve: serve, app }
+    }
+
+    fn log(&self) -> impl Fn() -> String + use<> {
+        let path = self.app.path("serve.log");
+        move || std::fs::read_to_string(&path).unwrap_or_default()
+    }
+}
+
+/// A socket on port 68 in this thread's namespace, bound to `eth0`, allowed to broadcast.
+fn bootp_socket() -> UdpSocket {
+    let bootp = UdpSocket::bind("0.0.0.0:68").unwrap();
+    setsockopt(&bootp, sockopt::Broadcast, &true).unwrap();
+    setsockopt(&bootp, sockopt::BindToDevice, &"eth0".into()).unwrap();
+    bootp
+}
+
+/// Sends DISCOVERs as `mac` (an unknown MAC by default) until serve answers one, for 20 s at most.
+fn wait_until_answering(bootp: &UdpSocket, mac: [u8; 6]) -> (Packet, SocketAddr) {
+    let to67 = SocketAddr::from((Ipv4Addr::BROADCAST, 67));
+    let bios = client(mac, msg::DISCOVER, "PXEClient:Arch:00000:UNDI:002001", 0, false);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(r) = exchange(bootp, &bios, to67, Duration::from_millis(500)) {
+            return r;
+        }
+        assert!(Instant::now() < deadline, "no OFFER");
+    }
+}
+
+/// xorshift: made-up MACs and transaction ids without a dependency.
+fn next(state: &mut u64) -> u64 {
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    *state
 }
 
 struct Serve(Child);
@@ -133,47 +276,10 @@ fn proxy_dhcp_answers_netboot_clients_on_a_real_link() {
     if !available() {
         return;
     }
-    let link = Link::new();
+    let link = Link::new("a");
     let server = link.server_ip();
-    let app = Appliance::with_config(|dir| {
-        std::fs::create_dir_all(dir.join("files")).unwrap();
-        format!(
-            r#"[DEFAULT]
-enabled_storage_interfaces = ["noop", "external"]
-[database]
-{database}
-[http]
-listen = "0.0.0.0:8080"
-public_url = "http://{server}:8080"
-files_root = "{dir}/files"
-[tftp]
-listen = "{server}:69"
-root = "{dir}/files"
-[api]
-listen = "127.0.0.1:6385"
-auth_strategy = "noauth"
-[dhcp]
-mode = "proxy"
-interfaces = ["dh0"]
-"#,
-            dir = dir.display(),
-            database = crate::support::database(dir)
-        )
-    });
-    app.apply(json!([{"name": "n1", "driver": "fake", "storage_interface": "external",
-        "provision_state": "active", "properties": {"capabilities": "iscsi_boot:true"},
-        "ports": [{"address": "52:54:00:4d:00:01"}],
-        "volume_connectors": [{"type": "iqn", "connector_id": "iqn.2024-01.org.example.node:n1"}],
-        "volume_targets": [{"volume_type": "iscsi", "boot_index": 0, "volume_id": "v1",
-            "properties": {"target_iqn": "iqn.2024-01.org.example.san:v1",
-                "target_portal": "192.0.2.5:3260"}}]}]));
-    let serve = app.command(&["serve"]);
-    let mut command = tool("ip");
-    command.args(["netns", "exec", &link.server]).arg(serve.get_program()).args(serve.get_args());
-    let log_path = app.path("serve.log");
-    let log = std::fs::File::create(&log_path).unwrap();
-    let _serve = Serve(command.stdout(Stdio::null()).stderr(log).spawn().unwrap());
-    let serve_log = || std::fs::read_to_string(&log_path).unwrap_or_default();
+    let served = Served::start(&link, "");
+    let serve_log = served.log();
 
     let client_ns = format!("/var/run/netns/{}", link.client);
     let prefix = link.prefix.clone();
@@ -181,9 +287,7 @@ interfaces = ["dh0"]
         // This thread only: the client's namespace.
         let ns = std::fs::File::open(&client_ns).unwrap();
         nix::sched::setns(ns.as_fd(), nix::sched::CloneFlags::CLONE_NEWNET).unwrap();
-        let bootp = UdpSocket::bind("0.0.0.0:68").unwrap();
-        setsockopt(&bootp, sockopt::Broadcast, &true).unwrap();
-        setsockopt(&bootp, sockopt::BindToDevice, &"eth0".into()).unwrap();
+        let bootp = bootp_socket();
         let to67 = SocketAddr::from((Ipv4Addr::BROADCAST, 67));
 
         // BIOS PXE firmware (arch 0), until serve is up.
@@ -293,4 +397,162 @@ interfaces = ["dh0"]
     assert!(count(r#"message="discover",arch="0",result="answered""#) >= 1, "{metrics}");
     // The node's page lists the offers among its recent boot requests.
     assert!(node_page.contains("<td>dhcp</td>"), "no DHCP entry on the node's page:\n{node_page}");
+}
+
+/// The threat review's starvation: from another host on the link, ~142 DISCOVERs a second from
+/// made-up MACs and the node's own MAC (fresh transaction ids) at 3 a second, for 25 s. The node
+/// sends a DISCOVER every 1.5 s (firmware retries every 4 s or so) and must be answered every
+/// time; before nodes' MACs had a budget of their own it got 1 of 17.
+#[test]
+fn a_dhcp_flood_leaves_a_known_node_answered_on_every_discover() {
+    if !available() {
+        return;
+    }
+    let link = Link::new("flood");
+    let served = Served::start(&link, "");
+    let log = served.log();
+    // Up: an unknown MAC's DISCOVER is answered (the node's budget is left alone).
+    in_netns(&link.client, &log, || wait_until_answering(&bootp_socket(), UNKNOWN_MAC));
+
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flooding = std::sync::Arc::clone(&stop);
+    let attacker = link.attacker.clone();
+    let flood = std::thread::spawn(move || {
+        in_netns(&attacker, String::new, move || {
+            let socket = UdpSocket::bind("0.0.0.0:0").unwrap();
+            setsockopt(&socket, sockopt::Broadcast, &true).unwrap();
+            setsockopt(&socket, sockopt::BindToDevice, &"eth0".into()).unwrap();
+            let to67 = SocketAddr::from((Ipv4Addr::BROADCAST, 67));
+            let (mut state, started) = (0x9e37_79b9_7f4a_7c15_u64, Instant::now());
+            let (mut made_up, mut spoofed) = (0u64, 0u64);
+            while !flooding.load(std::sync::atomic::Ordering::Relaxed) {
+                // Paced against the clock: one made-up MAC every 7 ms (~142/s), the node's MAC
+                // every 333 ms (3/s).
+                let due = started + Duration::from_millis(7) * (made_up as u32 + 1);
+                if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                    std::thread::sleep(wait);
+                }
+                let r = next(&mut state).to_be_bytes();
+                // A locally administered unicast MAC.
+                let mac = [0x02, r[1], r[2], r[3], r[4], r[5]];
+                let mut p =
+                    client(mac, msg::DISCOVER, "PXEClient:Arch:00000:UNDI:002001", 0, false);
+                p.xid = next(&mut state) as u32;
+                let _ = socket.send_to(&p.encode(), to67);
+                made_up += 1;
+                let spoof_due = Duration::from_millis(333) * spoofed as u32;
+                if started.elapsed() >= spoof_due {
+                    let mut p = client(
+                        KNOWN_MAC,
+                        msg::DISCOVER,
+                        "PXEClient:Arch:00000:UNDI:002001",
+                        0,
+                        false,
+                    );
+                    p.xid = next(&mut state) as u32;
+                    let _ = socket.send_to(&p.encode(), to67);
+                    spoofed += 1;
+                }
+            }
+            let seconds = started.elapsed().as_secs_f64();
+            (made_up as f64 / seconds, spoofed as f64 / seconds)
+        })
+    });
+    // Let the flood spend the unknown MACs' budget first.
+    std::thread::sleep(Duration::from_secs(2));
+    let (asked, answered) = in_netns(&link.client, &log, || {
+        let bootp = bootp_socket();
+        let to67 = SocketAddr::from((Ipv4Addr::BROADCAST, 67));
+        let (mut asked, mut answered) = (0, 0);
+        let mut state = 7u64;
+        while asked < 17 {
+            let started = Instant::now();
+            let mut discover =
+                client(KNOWN_MAC, msg::DISCOVER, "PXEClient:Arch:00000:UNDI:002001", 0, false);
+            discover.xid = next(&mut state) as u32;
+            asked += 1;
+            if let Some((offer, _)) = exchange(&bootp, &discover, to67, Duration::from_secs(1)) {
+                assert_eq!(file(&offer), "undionly.kpxe");
+                answered += 1;
+            }
+            std::thread::sleep(Duration::from_millis(1500).saturating_sub(started.elapsed()));
+        }
+        (asked, answered)
+    });
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (made_up_rate, spoofed_rate) = flood.join().unwrap();
+    let limited = log().matches("reply limit reached").count();
+    eprintln!(
+        "flood: {made_up_rate:.0} DISCOVERs/s from made-up MACs, the node's MAC spoofed at {spoofed_rate:.1}/s; the node: {answered} of {asked} DISCOVERs answered"
+    );
+    assert!(made_up_rate > 120.0, "the flood ran at {made_up_rate:.0}/s only");
+    assert!(spoofed_rate > 2.5, "the node's MAC was spoofed at {spoofed_rate:.1}/s only");
+    assert_eq!(answered, asked, "the node was starved ({limited} limited in the log at debug)");
+}
+
+/// Reflection: a DISCOVER carrying a `giaddr` that is not its sender's (the attacker at `.3`
+/// naming the client at `.2` as its relay) gets no OFFER at that address, port 67. One sent by
+/// the `giaddr` itself, or from an address in `[dhcp] relays` (`.4`), is answered to `giaddr`.
+#[test]
+fn a_forged_giaddr_does_not_reflect_offers() {
+    if !available() {
+        return;
+    }
+    let link = Link::new("relay");
+    let (victim, attacker, listed) = (link.host(2), link.host(3), link.host(4));
+    let served = Served::start(&link, &format!("relays = [\"{listed}\"]"));
+    let log = served.log();
+    in_netns(&link.client, &log, || wait_until_answering(&bootp_socket(), UNKNOWN_MAC));
+    let server = SocketAddr::from((link.server_ip(), 67));
+    // The client at .2 listens on port 67, where a relay would get the OFFER.
+    let (tx, rx) = std::sync::mpsc::channel::<Packet>();
+    let listening = std::sync::Arc::new(std::sync::Barrier::new(2));
+    let ready = std::sync::Arc::clone(&listening);
+    let victim_ns = link.client.clone();
+    let reflected = std::thread::spawn(move || {
+        in_netns(&victim_ns, String::new, move || {
+            let socket = UdpSocket::bind((victim, 67)).unwrap();
+            socket.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+            ready.wait();
+            let mut buf = [0u8; 1500];
+            let until = Instant::now() + Duration::from_secs(6);
+            while Instant::now() < until {
+                if let Ok((n, _)) = socket.recv_from(&mut buf)
+                    && let Ok(p) = Packet::parse(&buf[..n])
+                {
+                    let _ = tx.send(p);
+                }
+            }
+        })
+    });
+    listening.wait();
+    let replies = in_netns(&link.attacker, &log, move || {
+        let forged = |from: Ipv4Addr, giaddr: Ipv4Addr, xid: u32| {
+            let socket = UdpSocket::bind((from, 0)).unwrap();
+            let mut p =
+                client(UNKNOWN_MAC, msg::DISCOVER, "PXEClient:Arch:00000:UNDI:002001", 0, true);
+            (p.giaddr, p.hops, p.flags, p.xid) = (giaddr, 1, 0, xid);
+            socket.send_to(&p.encode(), server).unwrap();
+        };
+        // Forged: from .3, naming .2. Then genuine relays: .3 naming itself (its own socket on
+        // 67 catches that), and the listed .4 naming .2.
+        forged(attacker, victim, 0x0bad_0001);
+        let own = UdpSocket::bind((attacker, 67)).unwrap();
+        own.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        forged(attacker, attacker, 0x0bad_0002);
+        let mut buf = [0u8; 1500];
+        let to_itself =
+            own.recv_from(&mut buf).ok().and_then(|(n, _)| Packet::parse(&buf[..n]).ok());
+        std::thread::sleep(Duration::from_secs(1));
+        forged(listed, victim, 0x0bad_0003);
+        to_itself.map(|p| p.xid)
+    });
+    reflected.join().unwrap();
+    let at_victim: Vec<u32> = rx.try_iter().map(|p| p.xid).collect();
+    eprintln!(
+        "OFFERs at {victim}:67: {at_victim:x?}; to the relay at {attacker} itself: {replies:x?}"
+    );
+    assert!(!at_victim.contains(&0x0bad_0001), "a forged giaddr reflected an OFFER:\n{}", log());
+    assert_eq!(replies, Some(0x0bad_0002), "a relay sending from its giaddr is answered");
+    assert!(at_victim.contains(&0x0bad_0003), "a [dhcp] relays address is trusted:\n{}", log());
 }

@@ -366,14 +366,118 @@ fn thousands_of_tftp_requests_from_distinct_ports_leave_others_served() {
         "3000 RRQs from one host: {data} DATA packets, {busy} busy errors; at most {most} packets to one port"
     );
     during.expect("served during the TFTP flood");
-    assert!(most <= 3, "one request made bootvol send {most} packets");
-    assert!(data <= 32 * 3, "{data} DATA packets: more transfers than max_transfers_per_client");
+    assert!(most <= 2, "one request made bootvol send {most} packets");
+    assert!(data <= 32 * 2, "{data} DATA packets: more transfers than max_transfers_per_client");
     // Requests the kernel dropped (the listening socket's buffer overflows in such a burst) get
     // nothing; the others are told the server is busy.
     assert!(busy >= 2500, "{busy}: the rest are told the server is busy");
     let answered_with_data = per_port.iter().filter(|(d, _)| *d > 0).count();
     assert!(answered_with_data <= 32, "{answered_with_data} transfers for one host");
     server.served(Duration::from_secs(5)).expect("served after the TFTP flood");
+}
+
+/// 16 hosts (127.0.0.2..17) flooding with read requests, each from its own port and never
+/// acknowledged (each would hold a slot for its retransmissions): at ~96 requests/s in all (the
+/// threat review's figure) and at ~192/s (the table full, even with transfers that give up after
+/// two packets), for 8 s each, another client's requests are still answered, each with the
+/// file, and no flooding port got more than two DATA packets (an 18-byte request draws two of
+/// 516 bytes at most).
+#[test]
+fn sixteen_hosts_flooding_tftp_leave_another_client_answered() {
+    raise_own_descriptor_limit();
+    let server = Flooded::start("");
+    server.served(Duration::from_secs(5)).expect("served before the flood");
+    for per_second in [96, 192] {
+        let flood = flood_from_sixteen_hosts(server.tftp, per_second);
+        eprintln!("16 hosts at {per_second}/s: {flood:?}");
+        assert!(flood.rate > f64::from(per_second) * 0.85, "the flood ran at {:.0}/s", flood.rate);
+        assert_eq!(flood.answered, flood.asked, "another client refused: {:?}", flood.failures);
+        assert!(flood.most_data <= 2, "a request never acknowledged drew {} DATA", flood.most_data);
+        if per_second == 192 {
+            assert!(flood.busy > 0, "the table never filled: {flood:?}");
+        }
+        server.served(Duration::from_secs(5)).expect("served after the flood");
+    }
+}
+
+/// What [`flood_from_sixteen_hosts`] measured.
+#[derive(Debug)]
+#[allow(dead_code)] // printed
+struct TftpFlood {
+    requests: usize,
+    rate: f64,
+    data: usize,
+    busy: usize,
+    most_data: usize,
+    asked: usize,
+    answered: usize,
+    failures: Vec<String>,
+}
+
+/// Floods `tftp` from 127.0.0.2..17 at `per_second` requests for 3 s, then for 8 s more while
+/// 127.0.0.1 fetches the file (one request at a time, 100 ms apart); then counts what the
+/// flooding ports received.
+fn flood_from_sixteen_hosts(tftp: SocketAddr, per_second: u32) -> TftpFlood {
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flooding = Arc::clone(&stop);
+    let flood = std::thread::spawn(move || {
+        let (mut sockets, started) = (Vec::new(), Instant::now());
+        let request = rrq("undionly.kpxe", &[]);
+        let every = Duration::from_secs(1) / per_second;
+        while !flooding.load(std::sync::atomic::Ordering::Relaxed) {
+            // Paced against the clock.
+            let due = started + every * sockets.len() as u32;
+            if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                std::thread::sleep(wait);
+            }
+            let socket = UdpSocket::bind((source(2 + (sockets.len() % 16) as u8), 0)).unwrap();
+            socket.set_nonblocking(true).unwrap();
+            let _ = socket.send_to(&request, tftp);
+            sockets.push(socket);
+        }
+        (sockets, started.elapsed())
+    });
+    // Let the flood fill the table before measuring.
+    std::thread::sleep(Duration::from_secs(3));
+    let (mut asked, mut answered, mut failures) = (0, 0, Vec::new());
+    let measuring = Instant::now();
+    while measuring.elapsed() < Duration::from_secs(8) {
+        asked += 1;
+        match tftp_fetch(tftp, "127.0.0.1", "undionly.kpxe", Duration::from_secs(3)) {
+            Ok(got) if got == file_contents() => answered += 1,
+            Ok(got) => failures.push(format!("{} bytes, not the file", got.len())),
+            Err(e) => failures.push(e),
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (sockets, flooded_for) = flood.join().unwrap();
+    // What each flooding port received, once its transfer has given up.
+    std::thread::sleep(Duration::from_secs(3));
+    let mut buf = [0u8; 2048];
+    let (mut data, mut busy, mut most_data) = (0, 0, 0);
+    for socket in &sockets {
+        let mut port_data = 0;
+        while let Ok((len, _)) = socket.recv_from(&mut buf) {
+            match &buf[..len] {
+                [0, 3, ..] => port_data += 1,
+                [0, 5, ..] => busy += 1,
+                _ => {}
+            }
+        }
+        data += port_data;
+        most_data = most_data.max(port_data);
+    }
+    TftpFlood {
+        requests: sockets.len(),
+        rate: sockets.len() as f64 / flooded_for.as_secs_f64(),
+        data,
+        busy,
+        most_data,
+        asked,
+        answered,
+        failures,
+    }
 }
 
 fn rrq(file: &str, options: &[(&str, &str)]) -> Vec<u8> {

@@ -17,10 +17,12 @@
 //! logs.
 //!
 //! What one client can take is bounded: a transfer holds exactly one socket (the file is read
-//! before it is bound), transfers are capped in
-//! all (`max_transfers`) and per client IP address (`max_transfers_per_client`), and a client that
-//! never acknowledges the first packet gets it three times at most (`transfer`'s
-//! `FIRST_PACKET_RETRIES`), so a forged request costs at most three packets.
+//! before it is bound), transfers are capped in all (`max_transfers`) and per client IP address
+//! (`max_transfers_per_client`); when the table is full the client holding the most transfers
+//! yields first (`admission`, pure), so many flooding addresses cannot shut out one that asks
+//! once. Until a client acknowledges block 1 it gets one block at a time and each packet twice
+//! at most (`transfer`'s `FIRST_PACKET_RETRIES`), so a forged request draws at most two DATA
+//! packets.
 //!
 //! It must not know what it serves: file contents come from a [`Handler`], which maps a path and
 //! a client address to bytes. Nothing here knows about boot scripts, MAC addresses or SQLite.
@@ -34,6 +36,7 @@
 //! socket's IP: with a wildcard listener (`0.0.0.0`) replies leave by the routing table and are
 //! not bound to a device.
 
+mod admission;
 mod engine;
 mod packet;
 mod transfer;
@@ -50,6 +53,7 @@ use tokio::net::UdpSocket;
 use tokio::task::{Id, JoinSet};
 use tokio_util::sync::CancellationToken;
 
+use admission::{Admission, Load};
 use engine::Engine;
 use packet::{Mode, Packet, Request, code};
 use transfer::{Negotiated, Outcome, Transfer};
@@ -187,6 +191,8 @@ const RECV_ERROR_PAUSE: Duration = Duration::from_millis(50);
 struct Open {
     task: Id,
     cancel: CancellationToken,
+    /// Order of start: when its client must yield a slot, its newest transfer goes.
+    seq: u64,
 }
 
 /// At most one warning about refused requests in this period (with a count), so that a flood of
@@ -239,6 +245,7 @@ pub async fn serve_with_heartbeat<H: Handler>(
         open: HashMap::new(),
         clients: HashMap::new(),
         per_client: HashMap::new(),
+        started: 0,
         engine: Engine::start()?,
         refused: Refused::default(),
         reply: Vec::new(),
@@ -304,6 +311,8 @@ struct Listener<H> {
     /// they hold a socket until they end), and how many each address has.
     clients: HashMap<Id, IpAddr>,
     per_client: HashMap<IpAddr, usize>,
+    /// Transfers started so far (each `Open`'s `seq`).
+    started: u64,
     /// The loop every transfer's packets go through.
     engine: Arc<Engine>,
     refused: Refused,
@@ -338,17 +347,24 @@ impl<H: Handler> Listener<H> {
     async fn on_datagram(&mut self, datagram: &[u8], peer: SocketAddr) {
         let from_peer = self.per_client.get(&peer.ip()).copied().unwrap_or(0);
         let (error_code, message) = match Packet::parse(datagram) {
-            // Each transfer holds a thread and a socket until it ends: past the caps, a flood of
-            // requests is told to come back rather than allowed to exhaust the machine. One
-            // busy ERROR per request: no amplification.
-            Ok(Packet::Rrq(_))
-                if (self.transfers.len() >= self.config.max_transfers
-                    || from_peer >= self.config.max_transfers_per_client)
-                    && !self.open.contains_key(&peer) =>
-            {
-                self.refused.note(peer, self.transfers.len(), from_peer);
-                (code::UNDEFINED, "server busy, try again".to_owned())
+            // Each transfer holds a socket until it ends: past the caps, a flood of requests is
+            // told to come back rather than allowed to exhaust the machine, and when the table
+            // is full the client holding the most yields first (`admission`). One busy ERROR
+            // per request: no amplification.
+            Ok(Packet::Rrq(request)) if !self.open.contains_key(&peer) => {
+                match self.admission(peer.ip(), from_peer) {
+                    Admission::Start => return self.start(request, peer),
+                    Admission::Evict(heaviest) => {
+                        self.yield_newest(heaviest);
+                        return self.start(request, peer);
+                    }
+                    Admission::Busy => {
+                        self.refused.note(peer, self.transfers.len(), from_peer);
+                        (code::UNDEFINED, "server busy, try again".to_owned())
+                    }
+                }
             }
+            // The same address and port asking again replaces its own transfer: never refused.
             Ok(Packet::Rrq(request)) => return self.start(request, peer),
             Ok(Packet::Wrq(request)) => {
                 tracing::warn!(%peer, file = ?request.filename, "tftp: write request refused");
@@ -368,6 +384,38 @@ impl<H: Handler> Listener<H> {
             }
         };
         send_error(&self.socket, peer, error_code, &message, &mut self.reply).await;
+    }
+
+    /// Whether a request from `client` (which runs `from_client` transfers) gets a slot.
+    fn admission(&self, client: IpAddr, from_client: usize) -> Admission {
+        let (running, config) = (self.transfers.len(), &self.config);
+        // Only a full table needs the open transfers counted by address.
+        let full = running >= config.max_transfers && from_client < config.max_transfers_per_client;
+        let load = Load {
+            running,
+            requester_running: from_client,
+            requester_open: if full {
+                self.open.keys().filter(|peer| peer.ip() == client).count()
+            } else {
+                0
+            },
+            heaviest: if full {
+                admission::heaviest(self.open.keys().map(|p| p.ip()))
+            } else {
+                None
+            },
+        };
+        admission::admit(load, config.max_transfers, config.max_transfers_per_client)
+    }
+
+    /// Cancels the newest transfer open for `client`, which holds the most: its slot frees once
+    /// the engine has stopped it (at once: the engine closes its socket on the stop).
+    fn yield_newest(&mut self, client: IpAddr) {
+        let newest = self.open.iter().filter(|(peer, _)| peer.ip() == client);
+        if let Some((&peer, _)) = newest.max_by_key(|(_, open)| open.seq) {
+            tracing::debug!(%peer, "tftp: table full; the client holding the most transfers yields one");
+            self.cancel(peer);
+        }
     }
 
     /// Starts a transfer in its own task, replacing the one open for the same peer: that is
@@ -391,7 +439,8 @@ impl<H: Handler> Listener<H> {
         });
         self.clients.insert(task.id(), peer.ip());
         *self.per_client.entry(peer.ip()).or_default() += 1;
-        self.open.insert(peer, Open { task: task.id(), cancel });
+        self.started += 1;
+        self.open.insert(peer, Open { task: task.id(), cancel, seq: self.started });
     }
 
     fn cancel(&mut self, peer: SocketAddr) {

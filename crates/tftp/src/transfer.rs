@@ -1,4 +1,5 @@
-//! One read transfer as a sans-io state machine: option negotiation, windowing (RFC 7440),
+//! One read transfer as a sans-io state machine: option negotiation, windowing (RFC 7440, from
+//! the first acknowledged block on),
 //! block-number roll-over, retransmission counting and the end of the transfer.
 //!
 //! It never touches a socket or the clock. The caller feeds it what arrived from the peer
@@ -26,12 +27,13 @@ const DEFAULT_BLOCK_SIZE: u16 = 512;
 /// asked is harmless: it just sees a duplicate.
 const MAX_CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Retransmissions of the first packet (the OACK, or DATA 1 when there is none) before the client
-/// has acknowledged anything. Until then nothing shows the client exists (a request's source
-/// address can be forged), so the transfer is dropped early: one request makes the server send
-/// at most `1 + FIRST_PACKET_RETRIES` packets, each of one block at most (the first window is a
-/// single block: without an OACK there is no `windowsize`, with one the OACK goes alone).
-pub(crate) const FIRST_PACKET_RETRIES: u32 = 2;
+/// Retransmissions of one packet before the client has acknowledged block 1. Until then nothing
+/// shows the client exists (a request's source address can be forged, and the OACK's ACK 0
+/// can be too by a host that sees the traffic), so the transfer is dropped early and never
+/// windowed: the OACK (when options were asked) and then DATA 1 alone, each sent at most
+/// `1 + FIRST_PACKET_RETRIES` times. A forged request without options draws at most two DATA
+/// packets of one block; with options, two OACKs.
+pub(crate) const FIRST_PACKET_RETRIES: u32 = 1;
 
 /// What was agreed with the client: the OACK to send (if any) and the parameters it implies.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -223,7 +225,7 @@ impl Transfer {
         };
         let Some(resend) = resend else { return self.finished_or_wait() };
         self.retries += 1;
-        let allowed = if self.acknowledged_anything() {
+        let allowed = if self.confirmed() {
             self.max_retries
         } else {
             self.max_retries.min(FIRST_PACKET_RETRIES)
@@ -262,9 +264,10 @@ impl Transfer {
         self.blocks_resent
     }
 
-    /// Whether the client has acknowledged the OACK or a block: it is there, and listening.
-    fn acknowledged_anything(&self) -> bool {
-        self.acked > 0 || (self.phase == Phase::Sending && self.oack.is_some())
+    /// Whether the client has acknowledged a block: it is there, and listening. Before that the
+    /// window is one block and the retries are [`FIRST_PACKET_RETRIES`].
+    fn confirmed(&self) -> bool {
+        self.acked > 0
     }
 
     fn window(&self) -> Window {
@@ -272,7 +275,8 @@ impl Transfer {
     }
 
     fn next_window(&mut self) -> Action {
-        self.window_end = (self.acked + self.window_size).min(self.total_blocks);
+        let window = if self.confirmed() { self.window_size } else { 1 };
+        self.window_end = (self.acked + window).min(self.total_blocks);
         self.blocks_sent += self.window_end - self.acked;
         Action::Send(self.window())
     }
@@ -396,24 +400,26 @@ mod tests {
     fn windows_advance_on_full_and_partial_acks() {
         let data = file(10 * 8 + 3); // 11 blocks, the last one 3 bytes
         let mut t = Transfer::new(data.clone(), &negotiated(8, 4, None), 5);
-        assert_eq!(t.start(), send(1, 4));
-        assert_eq!(t.on_ack(4), send(5, 8));
-        // Blocks 7 and 8 lost: the client acknowledges 6, and only the suffix is sent again,
+        assert_eq!(t.start(), send(1, 1), "one block until the client acknowledges one");
+        assert_eq!(t.on_ack(1), send(2, 5));
+        assert_eq!(t.on_ack(5), send(6, 9));
+        // Blocks 8 and 9 lost: the client acknowledges 7, and only the suffix is sent again,
         // followed by as much as fits in a window.
-        assert_eq!(t.on_ack(6), send(7, 10));
-        assert_eq!(t.on_ack(6), Action::Wait, "duplicate");
+        assert_eq!(t.on_ack(7), send(8, 11));
+        assert_eq!(t.on_ack(7), Action::Wait, "duplicate");
         assert_eq!(t.on_ack(3), Action::Wait, "stale");
         assert_eq!(t.on_ack(12), Action::Wait, "beyond what was sent");
         assert_eq!(t.on_ack(10), send(11, 11));
         assert_eq!(t.block(11), (11, &data[80..]));
         assert_eq!(t.on_ack(11), Action::Done(Outcome::Complete));
-        assert_eq!(t.blocks_sent(), 4 + 4 + 4 + 1);
+        assert_eq!(t.blocks_sent(), 1 + 4 + 4 + 4 + 1);
     }
 
     #[test]
     fn a_timeout_resends_the_whole_unacknowledged_window() {
         let mut t = Transfer::new(file(100), &negotiated(8, 4, None), 5);
-        assert_eq!(t.start(), send(1, 4));
+        assert_eq!(t.start(), send(1, 1));
+        assert_eq!(t.on_ack(1), send(2, 5));
         assert_eq!(t.on_ack(2), send(3, 6));
         assert_eq!(t.on_timeout(), send(3, 6));
         assert_eq!(t.blocks_resent(), 4);
@@ -423,7 +429,8 @@ mod tests {
     fn exact_multiple_of_block_size_ends_with_an_empty_block() {
         let data = file(3 * 512);
         let mut t = Transfer::new(data.clone(), &negotiated(512, 8, None), 5);
-        assert_eq!(t.start(), send(1, 4));
+        assert_eq!(t.start(), send(1, 1));
+        assert_eq!(t.on_ack(1), send(2, 4));
         assert_eq!(t.block(3), (3, &data[1024..]));
         assert_eq!(t.block(4), (4, &b""[..]));
         assert_eq!(t.on_ack(3), send(4, 4), "the empty block must be acknowledged too");
@@ -465,12 +472,12 @@ mod tests {
         let data = file(70_000 * 8);
         let mut t = Transfer::new(data, &negotiated(8, 4, None), 5);
         let mut action = t.start();
-        // Advance to block 65533 acknowledged, one window at a time.
+        // Advance to block 65532 acknowledged, one window at a time.
         while let Action::Send(window) = action {
-            if window.last >= 65_533 {
+            if window.first >= 65_533 {
                 break;
             }
-            action = t.on_ack(window.last as u16);
+            action = t.on_ack(window.last.min(65_532) as u16);
         }
         assert_eq!(action, send(65_533, 65_536));
         assert_eq!(t.on_ack(65_534), send(65_535, 65_538));
@@ -493,8 +500,8 @@ mod tests {
     }
 
     #[test]
-    fn a_client_that_never_acknowledges_gets_at_most_three_packets() {
-        // Without options: DATA 1, then two retransmissions, whatever max_retries says.
+    fn a_client_that_never_acknowledges_gets_at_most_two_packets_of_one_block() {
+        // Without options: DATA 1, then one retransmission, whatever max_retries says.
         let mut t = Transfer::new(file(100_000), &negotiated(512, 1, None), 5);
         let mut sent = vec![t.start()];
         loop {
@@ -503,16 +510,28 @@ mod tests {
                 action => sent.push(action),
             }
         }
-        assert_eq!(sent, [send(1, 1), send(1, 1), send(1, 1)]);
+        assert_eq!(sent, [send(1, 1), send(1, 1)]);
         assert_eq!(1 + FIRST_PACKET_RETRIES as usize, sent.len());
-        // With options: the OACK alone, three times.
+        // With options: the OACK alone, twice.
         let oack = Options { blksize: Some(1468), windowsize: Some(16), ..Options::default() };
         let mut t = Transfer::new(file(100_000), &negotiated(1468, 16, Some(oack)), 5);
         assert_eq!(t.start(), Action::SendOack(oack));
         assert_eq!(t.on_timeout(), Action::SendOack(oack));
-        assert_eq!(t.on_timeout(), Action::SendOack(oack));
         assert_eq!(t.on_timeout(), Action::Done(Outcome::TimedOut));
         assert_eq!(t.blocks_sent(), 0);
+        // ACK 0 (which a host that sees the OACK can forge) is not enough: DATA 1 goes alone,
+        // though 16 blocks were agreed, and twice at most.
+        let mut t = Transfer::new(file(100_000), &negotiated(1468, 16, Some(oack)), 5);
+        t.start();
+        assert_eq!(t.on_ack(0), send(1, 1));
+        assert_eq!(t.on_timeout(), send(1, 1));
+        assert_eq!(t.on_timeout(), Action::Done(Outcome::TimedOut));
+        assert_eq!(t.blocks_sent(), 2);
+        // Once block 1 is acknowledged, the agreed window.
+        let mut t = Transfer::new(file(100_000), &negotiated(1468, 16, Some(oack)), 5);
+        t.start();
+        assert_eq!(t.on_ack(0), send(1, 1));
+        assert_eq!(t.on_ack(1), send(2, 17));
         // Once the client acknowledged something, the configured retries apply.
         let mut t = Transfer::new(file(100_000), &negotiated(512, 1, None), 5);
         t.start();
@@ -526,21 +545,21 @@ mod tests {
     #[test]
     fn retries_are_exhausted_then_the_transfer_times_out() {
         let mut t = Transfer::new(file(2000), &negotiated(512, 2, None), 2);
-        assert_eq!(t.start(), send(1, 2));
-        assert_eq!(t.on_timeout(), send(1, 2));
+        assert_eq!(t.start(), send(1, 1));
+        assert_eq!(t.on_timeout(), send(1, 1));
         // Progress resets the count.
+        assert_eq!(t.on_ack(1), send(2, 3));
         assert_eq!(t.on_ack(2), send(3, 4));
         assert_eq!(t.on_timeout(), send(3, 4));
         assert_eq!(t.on_timeout(), send(3, 4));
         assert_eq!(t.on_timeout(), Action::Done(Outcome::TimedOut));
         assert_eq!(t.on_timeout(), Action::Done(Outcome::TimedOut));
         assert_eq!(t.bytes_acknowledged(), 1024);
-        assert_eq!(t.blocks_resent(), 2 + 2 + 2);
+        assert_eq!(t.blocks_resent(), 1 + 2 + 2);
 
         let oack = Options { tsize: Some(0), ..Options::default() };
-        let mut t = Transfer::new(file(10), &negotiated(512, 1, Some(oack)), 1);
+        let mut t = Transfer::new(file(10), &negotiated(512, 1, Some(oack)), 0);
         assert_eq!(t.start(), Action::SendOack(oack));
-        assert_eq!(t.on_timeout(), Action::SendOack(oack));
-        assert_eq!(t.on_timeout(), Action::Done(Outcome::TimedOut));
+        assert_eq!(t.on_timeout(), Action::Done(Outcome::TimedOut), "max_retries 0: none");
     }
 }

@@ -64,12 +64,19 @@ impl Responder {
                     has_arm64: false,
                     known: true,
                     port: Port::Dhcp,
+                    source: Ipv4Addr::UNSPECIFIED,
+                    relays: &[],
                 };
                 let settings = Settings { efi_discovery_bypass: true, known_only: false };
                 let mut buf = [0u8; 1500];
                 while !stop.load(Ordering::Relaxed) {
                     let Ok((n, from)) = socket.recv_from(&mut buf) else { continue };
                     let Ok(request) = Packet::parse(&buf[..n]) else { continue };
+                    let source = match from.ip() {
+                        std::net::IpAddr::V4(ip) => ip,
+                        std::net::IpAddr::V6(_) => Ipv4Addr::UNSPECIFIED,
+                    };
+                    let facts = Facts { source, ..facts };
                     let Decision::Reply(reply) = proxy::decide(&request, settings, &facts) else {
                         continue;
                     };
