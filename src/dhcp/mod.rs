@@ -231,23 +231,30 @@ async fn answer(
             continue;
         }
         count(DhcpResult::Answered);
-        if let Some(uuid) = script.and_then(|s| s.node_uuid.as_deref()) {
-            shared.access.sign(uuid, "dhcp");
-        }
         let node = script.and_then(|s| s.node.as_deref());
         tracing::info!(%interface, port = local, %from, %mac, arch = reply.arch, file = %reply.file, %to, node, kind, "ProxyDHCP answered");
         let client = match from.ip() {
             IpAddr::V4(ip) if !ip.is_unspecified() => from.ip(),
             _ => IpAddr::V4(request.ciaddr),
         };
-        answered(&shared, mac, client, node);
+        answered(&shared, mac, client, node, script.and_then(|s| s.node_uuid.as_deref()));
     }
 }
 
 /// The one place where a DISCOVER or REQUEST for `mac` (a port of `node`, if any) from `client`
 /// (its address, or `ciaddr` when it has none yet) was answered: the reply has gone out, within
-/// the limits. Recorded in the recent-boots ring (for people).
-fn answered(shared: &Shared, mac: MacAddr, client: IpAddr, node: Option<&str>) {
+/// the limits. Recorded in the recent-boots ring (for people), and for a node's MAC a boot sign:
+/// it may open the node's boot window (`script_access`, `boot_window`).
+fn answered(
+    shared: &Shared,
+    mac: MacAddr,
+    client: IpAddr,
+    node: Option<&str>,
+    node_uuid: Option<&str>,
+) {
+    if let Some(uuid) = node_uuid {
+        shared.access.sign(uuid, "dhcp");
+    }
     let outcome = if node.is_some() { "offer" } else { "unknown" };
     shared.recent.record("dhcp", client, Some(mac), node, outcome);
 }
