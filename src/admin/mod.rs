@@ -113,6 +113,7 @@ pub fn router(api: ApiState) -> Router {
         .route("/admin", get(|| async { Redirect::to("/admin/") }))
         .route("/admin/", get(nodes_page))
         .route("/admin/activity", get(activity_page))
+        .route("/admin/metrics", get(metrics_page))
         .route("/admin/nodes", post(forms::create_node))
         .route("/admin/bulk", post(forms::bulk))
         .route("/admin/nodes/{node}", get(node_page))
@@ -495,6 +496,17 @@ async fn activity_page(State(state): State<AdminState>, headers: HeaderMap, uri:
         ),
     );
     response
+}
+
+/// The metrics with refused scripts counted apart from unknown MACs, for a logged-in operator
+/// (the public `/metrics` counts them as unknown, as their answer looked).
+async fn metrics_page(State(state): State<AdminState>, headers: HeaderMap, uri: Uri) -> Response {
+    if let Err(redirect) = logged_in(&state, &headers, &uri).await {
+        return *redirect;
+    }
+    let text = state.api.metrics().scrape_full().await;
+    let kind = HeaderValue::from_static(crate::metrics::CONTENT_TYPE);
+    (StatusCode::OK, [(header::CONTENT_TYPE, kind)], text).into_response()
 }
 
 /// What the nodes list shows beside the nodes: the list's query, the create form's typed

@@ -120,7 +120,7 @@ impl ApiState {
     }
 
     /// The appliance's counters (the admin page's boot activity).
-    pub(crate) fn metrics(&self) -> &crate::metrics::Metrics {
+    pub(crate) fn metrics(&self) -> &Arc<crate::metrics::Metrics> {
         &self.inner.metrics
     }
 
