@@ -1594,16 +1594,16 @@ fn a_password_change_or_the_users_removal_ends_their_sessions() {
         &[("Cookie", &first)],
     );
     assert_eq!(done.status, 303, "{}", done.body);
+    let refused =
+        post(&admin, &other, &other_csrf, &format!("{node}/maintenance"), &[("maintenance", "on")]);
+    assert_eq!(refused.status, 401, "the other session ended: {}", refused.body);
+    for old in [&first, &other] {
+        assert_eq!(admin.call("GET", "/admin/", None, &[("Cookie", old)]).status, 303, "{old}");
+    }
     let renewed = done.cookie();
     assert_ne!(renewed, first);
     let next = admin.call("GET", "/admin/", None, &[("Cookie", &renewed)]);
     assert!(next.body.contains("Password changed."), "{}", next.body);
-    for old in [&first, &other] {
-        assert_eq!(admin.call("GET", "/admin/", None, &[("Cookie", old)]).status, 303, "{old}");
-    }
-    let refused =
-        post(&admin, &other, &other_csrf, &format!("{node}/maintenance"), &[("maintenance", "on")]);
-    assert_eq!(refused.status, 401, "{}", refused.body);
 
     // The file rewritten by hand (another password): the renewed session ends too.
     let hand = "typed by hand, not on the page";
