@@ -322,9 +322,15 @@ async fn login(
     let password = form.get("password").cloned().unwrap_or_default();
     let api = state.api.clone();
     let checked_user = user.clone();
-    let ok = tokio::task::spawn_blocking(move || api.verify_password(&checked_user, &password))
-        .await
-        .unwrap_or(false);
+    let Some(ok) = state.api.bcrypt(move || api.verify_password(&checked_user, &password)).await
+    else {
+        return state.render(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "login.html.j2",
+            context! { user => (), csrf => anonymous.csrf, next => next,
+            error => "Too many password checks at once; try again shortly." },
+        );
+    };
     if !ok {
         state.limiter.failed(&client, &user);
         tracing::warn!(client, user = ?user, "admin login failed");

@@ -95,14 +95,16 @@ pub(super) async fn set_password(
     }
     let api = state.api.clone();
     let who = user.clone();
-    let done = tokio::task::spawn_blocking(move || {
-        if !api.verify_password(&who, &current) {
-            return Err(None);
-        }
-        api.set_password(&who, &new).map_err(Some)
-    })
-    .await
-    .unwrap_or(Err(Some("the password task failed".into())));
+    let gate = state.api.clone();
+    let done = gate
+        .bcrypt(move || {
+            if !api.verify_password(&who, &current) {
+                return Err(None);
+            }
+            api.set_password(&who, &new).map_err(Some)
+        })
+        .await
+        .unwrap_or(Err(Some("too many password checks at once; try again shortly".into())));
     match done {
         Ok(()) => {
             state.limiter.succeeded(&client, &user);

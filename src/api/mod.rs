@@ -71,6 +71,10 @@ struct Inner {
     /// The htpasswd file as it was when `auth` was read: modification time, size and inode.
     auth_file: Mutex<Option<FileStamp>>,
     recent: Arc<crate::recent::RecentBoots>,
+    /// bcrypt checks running at once: at most half the cores (at least one), whatever the
+    /// number of clients and user names tried, so password guessing never takes the CPU the
+    /// boots need (`ApiState::bcrypt`).
+    bcrypt_gate: tokio::sync::Semaphore,
     /// Failed authentications per (client address, user).
     auth_failures: crate::limiter::LoginLimiter,
     /// The base of every link in an answer (`http://host:port`): `[api] public_endpoint`, else
@@ -120,6 +124,7 @@ impl ApiState {
                 config,
                 auth,
                 auth_file: Mutex::new(stamp),
+                bcrypt_gate: tokio::sync::Semaphore::new(bcrypt_permits()),
                 recent,
                 auth_failures,
                 endpoint,
@@ -215,6 +220,30 @@ impl ApiState {
             Auth::Basic { users, .. } => users.get(user).cloned(),
             Auth::Broken => None,
         }
+    }
+}
+
+/// bcrypt checks allowed at once: half the cores, at least one.
+fn bcrypt_permits() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1))
+}
+
+/// How long a password check waits for its turn before the answer is "busy".
+const BCRYPT_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+impl ApiState {
+    /// Runs `f` (a bcrypt check or hash) on the blocking pool, never on the workers that serve
+    /// boots, once one of the gate's few permits is free (first come, first served); `None`
+    /// when none came within [`BCRYPT_WAIT`] (or the task failed).
+    pub(crate) async fn bcrypt<R: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> R + Send + 'static,
+    ) -> Option<R> {
+        let permit =
+            tokio::time::timeout(BCRYPT_WAIT, self.inner.bcrypt_gate.acquire()).await.ok()?.ok()?;
+        let result = tokio::task::spawn_blocking(f).await.ok();
+        drop(permit);
+        result
     }
 }
 
@@ -362,8 +391,10 @@ async fn authenticate(
     }
     let checked = std::sync::Arc::clone(&auth);
     let who = user.clone();
-    let verified =
-        tokio::task::spawn_blocking(move || checked.verify(&who, &password)).await.unwrap_or(false);
+    let Some(verified) = state.bcrypt(move || checked.verify(&who, &password)).await else {
+        tracing::warn!(client, "API authentication not checked: too many password checks waiting");
+        return Err(ApiError::unavailable("Too many password checks at once; retry shortly."));
+    };
     if verified {
         state.inner.auth_failures.succeeded(&client, &user);
         Ok(())
