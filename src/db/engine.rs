@@ -249,8 +249,11 @@ impl PostgresTarget {
                 None
             }
         };
-        let local =
-            config.get_hosts().iter().all(|h| matches!(h, tokio_postgres::config::Host::Unix(_)));
+        // Local: every host a Unix socket, and no `hostaddr` (a TCP address) beside them.
+        let hosts = config.get_hosts();
+        let local = !hosts.is_empty()
+            && config.get_hostaddrs().is_empty()
+            && hosts.iter().all(|h| matches!(h, tokio_postgres::config::Host::Unix(_)));
         if tls.is_none() && config.get_password().is_some() && !local {
             return Err("database.password_file: needs database.ca_file (TLS) for a server \
                  over TCP: without TLS the password could go out in clear text"
@@ -774,6 +777,13 @@ mod tests {
         assert_eq!(with.config.get_password(), Some(&b"s3cret"[..]));
         assert!(!format!("{with:?}").contains("s3cret"));
         assert!(Target::Postgres(Arc::new(with)).describe().contains("no TLS: a local socket"));
+        // A socket named beside a TCP address is not local.
+        let mixed = PostgresTarget::new(
+            "postgres://bootvol@%2Frun%2Fpostgresql/bootvol?hostaddr=192.0.2.5",
+            Some(&dir),
+            None,
+        );
+        assert!(mixed.unwrap_err().contains("ca_file"));
         std::fs::remove_file(&dir).unwrap();
     }
 
