@@ -9,6 +9,9 @@
 //! (or an attacker's) failures for one name never refuse another user's right password. The
 //! table is in memory and bounded (pruned past [`MAX_PAIRS`]: pairs neither locked nor in a
 //! window go first; past it still, the oldest).
+//!
+//! Since rotating user names gets an address more checks than one pair allows, the checks
+//! themselves go through a [`CheckGate`]: a few at once, on the blocking pool.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -137,9 +140,100 @@ impl LoginLimiter {
     }
 }
 
+/// Costly checks (bcrypt) run through a few permits, first come first served, on the blocking
+/// pool: however many clients and user names are tried, at most `permits` checks take a core
+/// at once, and never a worker that serves boots.
+pub struct CheckGate {
+    permits: tokio::sync::Semaphore,
+    wait: Duration,
+}
+
+impl std::fmt::Debug for CheckGate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CheckGate").field("available", &self.permits.available_permits()).finish()
+    }
+}
+
+impl CheckGate {
+    /// `permits` checks at once; a check that waits longer than `wait` for its turn is not run.
+    pub fn new(permits: usize, wait: Duration) -> CheckGate {
+        CheckGate { permits: tokio::sync::Semaphore::new(permits.max(1)), wait }
+    }
+
+    /// Half the cores, at least one.
+    pub fn half_the_cores(wait: Duration) -> CheckGate {
+        CheckGate::new(std::thread::available_parallelism().map_or(1, |n| n.get() / 2), wait)
+    }
+
+    /// Runs `f` on the blocking pool once a permit is free; `None` when none came within the
+    /// wait (or the task failed).
+    pub async fn run<R: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> R + Send + 'static,
+    ) -> Option<R> {
+        let permit = tokio::time::timeout(self.wait, self.permits.acquire()).await.ok()?.ok()?;
+        let result = tokio::task::spawn_blocking(f).await.ok();
+        drop(permit);
+        result
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_gate_runs_at_most_its_permits_at_once_and_gives_up_after_its_wait() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let gate = Arc::new(CheckGate::new(2, Duration::from_secs(10)));
+        let (running, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let done: Vec<Option<usize>> = runtime.block_on(async {
+            let tasks: Vec<_> = (0..8)
+                .map(|i| {
+                    let (gate, running, most) = (gate.clone(), running.clone(), most.clone());
+                    tokio::spawn(async move {
+                        gate.run(move || {
+                            let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                            most.fetch_max(now, Ordering::SeqCst);
+                            std::thread::sleep(Duration::from_millis(30));
+                            running.fetch_sub(1, Ordering::SeqCst);
+                            i
+                        })
+                        .await
+                    })
+                })
+                .collect();
+            let mut out = Vec::new();
+            for t in tasks {
+                out.push(t.await.unwrap());
+            }
+            out
+        });
+        assert_eq!(done, (0..8).map(Some).collect::<Vec<_>>());
+        let most = most.load(Ordering::SeqCst);
+        assert!((1..=2).contains(&most), "never more than the permits at once: {most}");
+        // One permit held for long: the next check gives up after the wait, unrun.
+        let gate = Arc::new(CheckGate::new(1, Duration::from_millis(50)));
+        let ran = Arc::new(AtomicUsize::new(0));
+        let second = runtime.block_on(async {
+            let holder = gate.clone();
+            let first = tokio::spawn(async move {
+                holder.run(|| std::thread::sleep(Duration::from_millis(300))).await
+            });
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            let counted = ran.clone();
+            let second = gate.run(move || counted.fetch_add(1, Ordering::SeqCst)).await;
+            first.await.unwrap();
+            second
+        });
+        assert_eq!((second, ran.load(Ordering::SeqCst)), (None, 0));
+    }
 
     #[test]
     fn a_pair_locks_after_its_failures_and_not_another_user_from_the_address() {

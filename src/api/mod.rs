@@ -74,7 +74,7 @@ struct Inner {
     /// bcrypt checks running at once: at most half the cores (at least one), whatever the
     /// number of clients and user names tried, so password guessing never takes the CPU the
     /// boots need (`ApiState::bcrypt`).
-    bcrypt_gate: tokio::sync::Semaphore,
+    bcrypt_gate: crate::limiter::CheckGate,
     /// Failed authentications per (client address, user).
     auth_failures: crate::limiter::LoginLimiter,
     /// The base of every link in an answer (`http://host:port`): `[api] public_endpoint`, else
@@ -124,7 +124,7 @@ impl ApiState {
                 config,
                 auth,
                 auth_file: Mutex::new(stamp),
-                bcrypt_gate: tokio::sync::Semaphore::new(bcrypt_permits()),
+                bcrypt_gate: crate::limiter::CheckGate::half_the_cores(BCRYPT_WAIT),
                 recent,
                 auth_failures,
                 endpoint,
@@ -223,11 +223,6 @@ impl ApiState {
     }
 }
 
-/// bcrypt checks allowed at once: half the cores, at least one.
-fn bcrypt_permits() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1))
-}
-
 /// How long a password check waits for its turn before the answer is "busy".
 const BCRYPT_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
@@ -239,11 +234,7 @@ impl ApiState {
         &self,
         f: impl FnOnce() -> R + Send + 'static,
     ) -> Option<R> {
-        let permit =
-            tokio::time::timeout(BCRYPT_WAIT, self.inner.bcrypt_gate.acquire()).await.ok()?.ok()?;
-        let result = tokio::task::spawn_blocking(f).await.ok();
-        drop(permit);
-        result
+        self.inner.bcrypt_gate.run(f).await
     }
 }
 
