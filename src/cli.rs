@@ -171,7 +171,7 @@ pub struct MigrateArgs {
     /// A file holding the PostgreSQL password.
     #[arg(long)]
     password_file: Option<PathBuf>,
-    /// CA certificates (PEM) for `sslmode=require`.
+    /// CA certificates (PEM): TLS required, the server certificate checked against them.
     #[arg(long)]
     ca_file: Option<PathBuf>,
 }

@@ -12,6 +12,7 @@
 
 use std::cell::RefCell;
 use std::fmt;
+use std::fmt::Write as _;
 use std::io::BufWriter;
 
 use tracing::field::{Field, Visit};
@@ -157,11 +158,18 @@ impl Visit for Fields<'_, '_> {
         if self.result.is_err() || field.name().starts_with("log.") {
             return;
         }
+        // Every value goes through `Escaped`: a `%value` (Display) or a message built from a
+        // client's bytes cannot start a line of its own.
         self.result = if field.name() == "message" {
-            let space = if std::mem::take(&mut self.first) { "" } else { " " };
-            write!(self.writer, "{space}{value:?}")
+            if !std::mem::take(&mut self.first) {
+                self.writer
+                    .write_char(' ')
+                    .and_then(|()| write!(Escaped(&mut *self.writer), "{value:?}"))
+            } else {
+                write!(Escaped(&mut *self.writer), "{value:?}")
+            }
         } else {
-            self.name(field).and_then(|()| write!(self.writer, "{value:?}"))
+            self.name(field).and_then(|()| write!(Escaped(&mut *self.writer), "{value:?}"))
         };
     }
 
@@ -191,6 +199,29 @@ impl Visit for Fields<'_, '_> {
 
     fn record_bool(&mut self, field: &Field, value: bool) {
         self.integer(field, if value { "true" } else { "false" });
+    }
+}
+
+/// A writer that escapes control characters (line ends, escape sequences, C1 controls) as
+/// `Debug` does (`\n`, `\r`, `\t`, `\u{1b}`), and writes everything else as it is. What
+/// `Debug` already escaped passes unchanged, so the stock layout's lines stay byte for byte;
+/// a `Display` value or a message that carries a client's line end cannot forge a line.
+struct Escaped<'w, W: fmt::Write>(&'w mut W);
+
+impl<W: fmt::Write> fmt::Write for Escaped<'_, W> {
+    fn write_str(&mut self, text: &str) -> fmt::Result {
+        if text.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+            return self.0.write_str(text);
+        }
+        let mut rest = text;
+        while let Some((at, c)) = rest.char_indices().find(|(_, c)| c.is_control()) {
+            self.0.write_str(&rest[..at])?;
+            for e in c.escape_debug() {
+                self.0.write_char(e)?;
+            }
+            rest = &rest[at + c.len_utf8()..];
+        }
+        self.0.write_str(rest)
     }
 }
 
@@ -296,6 +327,19 @@ mod tests {
             );
         });
         assert_eq!(ours, stock);
+    }
+
+    #[test]
+    fn values_and_messages_from_clients_cannot_forge_a_line() {
+        let forged = "zz\n2026-12-02T04:00:00.000000Z  INFO bootvol: forged\r\u{1b}[2J\u{85}";
+        let (ours, _) = both(|| {
+            let error = std::io::Error::other(format!("no node {forged}"));
+            tracing::warn!(path = %forged, error = %error, "refused: {forged}");
+            tracing::info!(node = forged, "debug-escaped");
+        });
+        assert_eq!(ours.lines().count(), 2, "{ours}");
+        assert!(!ours.contains('\r') && !ours.contains('\u{1b}') && !ours.contains('\u{85}'));
+        assert!(ours.contains("refused: zz\\n2026-12-02T04:00:00.000000Z  INFO bootvol: forged\\r\\u{1b}[2J\\u{85} path=zz\\n"), "{ours}");
     }
 
     #[test]

@@ -671,11 +671,24 @@ impl Metrics {
         (ready, text)
     }
 
-    /// The OpenMetrics text of every metric, the sync status read now.
+    /// The OpenMetrics text of every metric, the sync status read now, for anyone (the API's
+    /// unauthenticated `/metrics`, `[metrics] listen`): a script refused to a client that is
+    /// not its node counts as `unknown`, as its answer looked, so a prober cannot tell a node's
+    /// MAC from an unknown one by watching the counters.
     pub async fn scrape(self: &Arc<Metrics>) -> String {
+        self.scrape_as(true).await
+    }
+
+    /// The same with refusals counted apart (`kind="refused"`), for the logged-in admin page
+    /// (`/admin/metrics`).
+    pub async fn scrape_full(self: &Arc<Metrics>) -> String {
+        self.scrape_as(false).await
+    }
+
+    async fn scrape_as(self: &Arc<Metrics>, public: bool) -> String {
         let sync = self.read_db().await.ok().flatten();
         let mut registry = Registry::default();
-        registry.register_collector(Box::new(Scrape { metrics: Arc::clone(self), sync }));
+        registry.register_collector(Box::new(Scrape { metrics: Arc::clone(self), sync, public }));
         let mut text = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut text, &registry);
@@ -692,6 +705,8 @@ fn index_of<T: PartialEq>(all: &[T], value: T) -> usize {
 struct Scrape {
     metrics: Arc<Metrics>,
     sync: Option<SyncStatus>,
+    /// Refused scripts counted as unknown (the unauthenticated scrape).
+    public: bool,
 }
 
 fn counter(encoder: MetricEncoder, value: u64) -> std::fmt::Result {
@@ -734,14 +749,29 @@ impl Collector for Scrape {
         }
         let mut family = e.encode_descriptor(
             "bootvol_boot_scripts",
-            "Boot script requests by what they got (generic, default, node, unknown, refused) and transport.",
+            if self.public {
+                "Boot script requests by what they got (generic, default, node, unknown: refused ones included) and transport."
+            } else {
+                "Boot script requests by what they got (generic, default, node, unknown, refused) and transport."
+            },
             None,
             MetricType::Counter,
         )?;
+        let (unknown, refused) = (
+            index_of(&ScriptKind::ALL, ScriptKind::Unknown),
+            index_of(&ScriptKind::ALL, ScriptKind::Refused),
+        );
         for (k, kind) in ScriptKind::ALL.iter().enumerate() {
+            if self.public && k == refused {
+                continue;
+            }
             for (t, transport) in Transport::ALL.iter().enumerate() {
                 let labels = [("kind", kind.as_str()), ("transport", transport.as_str())];
-                counter(family.encode_family(&labels)?, m.scripts[k][t].load(Relaxed))?;
+                let mut value = m.scripts[k][t].load(Relaxed);
+                if self.public && k == unknown {
+                    value += m.scripts[refused][t].load(Relaxed);
+                }
+                counter(family.encode_family(&labels)?, value)?;
             }
         }
         let mut family = e.encode_descriptor(
@@ -970,7 +1000,7 @@ mod tests {
         let text = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap()
-            .block_on(metrics.scrape());
+            .block_on(metrics.scrape_full());
         for line in [
             "bootvol_http_requests_total{route=\"/boot/\",status=\"200\"} 1",
             "bootvol_http_requests_total{route=\"/boot/\",status=\"404\"} 1",
@@ -986,6 +1016,31 @@ mod tests {
             assert!(text.contains(line), "{line} missing from\n{text}");
         }
         assert!(!text.contains("bootvol_snapshot_age_seconds "), "no age before a snapshot");
+    }
+
+    #[test]
+    fn the_public_scrape_counts_a_refused_script_as_unknown() {
+        let metrics = Metrics::new(None);
+        metrics.script(ScriptKind::Unknown, Transport::Http);
+        metrics.script(ScriptKind::Refused, Transport::Http);
+        metrics.script(ScriptKind::Refused, Transport::Tftp);
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let public = runtime.block_on(metrics.scrape());
+        for line in [
+            "bootvol_boot_scripts_total{kind=\"unknown\",transport=\"http\"} 2",
+            "bootvol_boot_scripts_total{kind=\"unknown\",transport=\"tftp\"} 1",
+        ] {
+            assert!(public.contains(line), "{line} missing from\n{public}");
+        }
+        assert!(!public.contains("kind=\"refused\""), "{public}");
+        let full = runtime.block_on(metrics.scrape_full());
+        for line in [
+            "bootvol_boot_scripts_total{kind=\"unknown\",transport=\"http\"} 1",
+            "bootvol_boot_scripts_total{kind=\"refused\",transport=\"http\"} 1",
+            "bootvol_boot_scripts_total{kind=\"refused\",transport=\"tftp\"} 1",
+        ] {
+            assert!(full.contains(line), "{line} missing from\n{full}");
+        }
     }
 
     #[test]

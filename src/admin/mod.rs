@@ -7,8 +7,9 @@
 //! a fresh random session id in a signed cookie (HttpOnly, SameSite=Strict, Secure when the
 //! request came through TLS, i.e. `X-Forwarded-Proto: https` from the terminating proxy).
 //! Every form carries the session's CSRF token and every POST is refused without it (the
-//! log-in form included: visiting it opens an anonymous session). Log-in attempts are limited
-//! per client address. With `[api] auth_strategy = "noauth"` the page needs no log-in, as the
+//! log-in form included: visiting it opens an anonymous session). Failed log-ins are limited
+//! per (client address, user) with back-off ([`crate::limiter`]): a user locked from an
+//! address does not lock out another user from it. With `[api] auth_strategy = "noauth"` the page needs no log-in, as the
 //! API needs no credentials: visiting the log-in page opens a session at once (CSRF tokens and
 //! messages still need one), and every page says that authentication is off.
 //!
@@ -113,6 +114,7 @@ pub fn router(api: ApiState) -> Router {
         .route("/admin", get(|| async { Redirect::to("/admin/") }))
         .route("/admin/", get(nodes_page))
         .route("/admin/activity", get(activity_page))
+        .route("/admin/metrics", get(metrics_page))
         .route("/admin/nodes", post(forms::create_node))
         .route("/admin/bulk", post(forms::bulk))
         .route("/admin/nodes/{node}", get(node_page))
@@ -183,11 +185,13 @@ impl AdminState {
                 let now = i64::try_from(crate::timefmt::now_unix()).unwrap_or(i64::MAX);
                 let key = self.nodes().admin_session_key(Sessions::random_key()).await;
                 let logged_out = self.nodes().admin_logouts(now).await;
+                let api = self.api.clone();
+                let entry_of: session::EntryOf = Arc::new(move |user| api.user_entry(user));
                 match (key, logged_out) {
-                    (Ok(key), Ok(logged_out)) => Sessions::new(key, logged_out),
+                    (Ok(key), Ok(logged_out)) => Sessions::new(key, logged_out, entry_of),
                     (Err(e), _) | (_, Err(e)) => {
                         tracing::error!(error = %e, "admin sessions: no kept key, sessions end at restart");
-                        Sessions::new(Sessions::random_key(), Vec::new())
+                        Sessions::new(Sessions::random_key(), Vec::new(), entry_of)
                     }
                 }
             })
@@ -303,24 +307,33 @@ async fn login(
         return csrf_refused(&state);
     }
     let client = client_key(&connect);
-    if !state.limiter.attempt(&client) {
-        tracing::warn!(client, "admin login rate limited");
-        return state.render(
+    let user = form.get("username").cloned().unwrap_or_default();
+    if let Some(wait) = state.limiter.locked(&client, &user) {
+        tracing::warn!(client, user = ?user, "admin login refused: this user is locked for this address");
+        let mut response = state.render(
             StatusCode::TOO_MANY_REQUESTS,
             "login.html.j2",
             context! { user => (), csrf => anonymous.csrf, next => next,
-            error => "Too many login attempts from this address; try again later." },
+            error => format!("Too many failed log-ins for this user from this address; try again in {} s.", crate::limiter::retry_seconds(wait).max(1)) },
         );
+        response.headers_mut().insert(header::RETRY_AFTER, retry_after(wait));
+        return response;
     }
-    let user = form.get("username").cloned().unwrap_or_default();
     let password = form.get("password").cloned().unwrap_or_default();
     let api = state.api.clone();
     let checked_user = user.clone();
-    let ok = tokio::task::spawn_blocking(move || api.verify_password(&checked_user, &password))
-        .await
-        .unwrap_or(false);
+    let Some(ok) = state.api.bcrypt(move || api.verify_password(&checked_user, &password)).await
+    else {
+        return state.render(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "login.html.j2",
+            context! { user => (), csrf => anonymous.csrf, next => next,
+            error => "Too many password checks at once; try again shortly." },
+        );
+    };
     if !ok {
-        tracing::warn!(client, "admin login failed");
+        state.limiter.failed(&client, &user);
+        tracing::warn!(client, user = ?user, "admin login failed");
         return state.render(
             StatusCode::UNAUTHORIZED,
             "login.html.j2",
@@ -328,16 +341,21 @@ async fn login(
             error => "Wrong user or password." },
         );
     }
-    state.limiter.reset(&client);
+    state.limiter.succeeded(&client, &user);
     if let Some(old) = cookie.as_deref() {
         sessions.close(old);
     }
     // A new session id at log-in: a planted anonymous cookie never becomes a logged-in one.
     let (cookie, _) = sessions.open(Some(user.clone()));
-    tracing::info!(client, user, "admin login");
+    tracing::info!(client, user = ?user, "admin login");
     let mut response = Redirect::to(&next).into_response();
     response.headers_mut().append(header::SET_COOKIE, cookie_header(&cookie, secure, None));
     response
+}
+
+/// A `Retry-After` of at least one second.
+fn retry_after(wait: std::time::Duration) -> HeaderValue {
+    HeaderValue::from(crate::limiter::retry_seconds(wait).max(1))
 }
 
 fn csrf_refused(state: &AdminState) -> Response {
@@ -495,6 +513,17 @@ async fn activity_page(State(state): State<AdminState>, headers: HeaderMap, uri:
         ),
     );
     response
+}
+
+/// The metrics with refused scripts counted apart from unknown MACs, for a logged-in operator
+/// (the public `/metrics` counts them as unknown, as their answer looked).
+async fn metrics_page(State(state): State<AdminState>, headers: HeaderMap, uri: Uri) -> Response {
+    if let Err(redirect) = logged_in(&state, &headers, &uri).await {
+        return *redirect;
+    }
+    let text = state.api.metrics().scrape_full().await;
+    let kind = HeaderValue::from_static(crate::metrics::CONTENT_TYPE);
+    (StatusCode::OK, [(header::CONTENT_TYPE, kind)], text).into_response()
 }
 
 /// What the nodes list shows beside the nodes: the list's query, the create form's typed

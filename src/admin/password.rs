@@ -4,6 +4,8 @@
 //! It needs the session, its CSRF token and the current password (checked with bcrypt, counted
 //! by the log-in limiter); the new one must be at least [`MIN_LENGTH`] characters and typed
 //! twice alike. Neither password is ever logged, echoed in the page or kept in the session.
+//! The change ends every session of the user (they were bound to the old entry); the one that
+//! made it goes on under a fresh session, its cookie set in the answer.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -82,38 +84,51 @@ pub(super) async fn set_password(
         return page(&state, &s, StatusCode::BAD_REQUEST, Some(&why));
     }
     let client = client_key(&connect);
-    if !state.limiter.attempt(&client) {
-        tracing::warn!(client, "admin password change rate limited");
+    if state.limiter.locked(&client, &user).is_some() {
+        tracing::warn!(client, user = ?user, "admin password change refused: this user is locked for this address");
         return page(
             &state,
             &s,
             StatusCode::TOO_MANY_REQUESTS,
-            Some("Too many attempts from this address; try again later."),
+            Some("Too many failed attempts for this user from this address; try again later."),
         );
     }
     let api = state.api.clone();
     let who = user.clone();
-    let done = tokio::task::spawn_blocking(move || {
-        if !api.verify_password(&who, &current) {
-            return Err(None);
-        }
-        api.set_password(&who, &new).map_err(Some)
-    })
-    .await
-    .unwrap_or(Err(Some("the password task failed".into())));
+    let gate = state.api.clone();
+    let done = gate
+        .bcrypt(move || {
+            if !api.verify_password(&who, &current) {
+                return Err(None);
+            }
+            api.set_password(&who, &new).map_err(Some)
+        })
+        .await
+        .unwrap_or(Err(Some("too many password checks at once; try again shortly".into())));
     match done {
         Ok(()) => {
-            state.limiter.reset(&client);
-            tracing::info!(client, user, "admin password changed");
-            state.sessions().await.set_flash(&s.cookie, "Password changed.".into());
-            Redirect::to("/admin/").into_response()
+            state.limiter.succeeded(&client, &user);
+            tracing::info!(client, user = ?user, "admin password changed");
+            // Every session of the user ended with the old entry, this one too: it goes on
+            // under a new session bound to the new entry.
+            let sessions = state.sessions().await;
+            sessions.close(&s.cookie);
+            let (cookie, _) = sessions.open(Some(user));
+            sessions.set_flash(&cookie, "Password changed.".into());
+            let mut response = Redirect::to("/admin/").into_response();
+            response.headers_mut().append(
+                axum::http::header::SET_COOKIE,
+                super::cookie_header(&cookie, super::behind_tls(&headers), None),
+            );
+            response
         }
         Err(None) => {
-            tracing::warn!(client, user, "admin password change: wrong current password");
+            state.limiter.failed(&client, &user);
+            tracing::warn!(client, user = ?user, "admin password change: wrong current password");
             page(&state, &s, StatusCode::UNAUTHORIZED, Some("The current password is wrong."))
         }
         Err(Some(e)) => {
-            tracing::error!(user, error = %e, "admin password not changed");
+            tracing::error!(user = ?user, error = %e, "admin password not changed");
             page(
                 &state,
                 &s,

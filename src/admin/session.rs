@@ -8,9 +8,16 @@
 //! it is restored while younger than [`IDLE_TIMEOUT`] (its CSRF token is an HMAC of its id, so
 //! an open page's forms still work). Sessions logged out are kept in the database until they
 //! would have ended, so a restart never revives them.
+//!
+//! A logged-in session belongs to its user's htpasswd entry as it was at log-in: the cookie
+//! carries a stamp, an HMAC of the user and their hash line, and every use compares it with
+//! the entry of the file now ([`EntryOf`], which reloads the file when it changed). A password
+//! changed (on the admin page or by rewriting the file) or the user removed ends every session
+//! of that user at once, in this process, in every other instance and after a restart, with
+//! nothing to store.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hmac::{Hmac, Mac};
@@ -43,9 +50,14 @@ pub(super) struct Flash {
 pub(super) struct Session {
     pub(super) user: Option<String>,
     pub(super) csrf: String,
-    /// The cookie value that names this session.
+    /// The cookie value that names this session (with the stamp of the user's htpasswd entry
+    /// at log-in, `-` for an anonymous session).
     pub(super) cookie: String,
 }
+
+/// A user's htpasswd entry now (its hash; empty when authentication is off), `None` when the
+/// user has none: what a session's stamp is checked against.
+pub(super) type EntryOf = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 
 struct Entry {
     session: Session,
@@ -57,6 +69,7 @@ struct Entry {
 /// The session store.
 pub(super) struct Sessions {
     key: Vec<u8>,
+    entry_of: EntryOf,
     entries: Mutex<HashMap<String, Entry>>,
     /// Ids of sessions logged out (kept in the database too).
     logged_out: Mutex<HashSet<String>>,
@@ -80,6 +93,7 @@ struct Claims<'a> {
     id: &'a str,
     user: Option<String>,
     opened_at: u64,
+    stamp: &'a str,
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -95,10 +109,11 @@ fn unhex(text: &str) -> Option<Vec<u8>> {
 
 impl Sessions {
     /// A store whose cookies are signed with `key` (kept by the caller across restarts), with
-    /// the sessions `logged_out` refused.
-    pub(super) fn new(key: String, logged_out: Vec<String>) -> Sessions {
+    /// the sessions `logged_out` refused and users' sessions bound to `entry_of`.
+    pub(super) fn new(key: String, logged_out: Vec<String>, entry_of: EntryOf) -> Sessions {
         Sessions {
             key: key.into_bytes(),
+            entry_of,
             entries: Mutex::new(HashMap::new()),
             logged_out: Mutex::new(logged_out.into_iter().collect()),
         }
@@ -118,9 +133,24 @@ impl Sessions {
     }
 
     /// The signed cookie value of a session.
-    fn cookie(&self, id: &str, user: Option<&str>, opened_at: u64) -> String {
-        let body = format!("{id}.{}.{opened_at}", hex(user.unwrap_or("").as_bytes()));
+    fn cookie(&self, id: &str, user: Option<&str>, opened_at: u64, stamp: &str) -> String {
+        let body = format!("{id}.{}.{opened_at}.{stamp}", hex(user.unwrap_or("").as_bytes()));
         format!("{body}.{}", self.mac(&body))
+    }
+
+    /// The stamp of `user`'s htpasswd entry now (128 bits of an HMAC of the user and the
+    /// hash), `None` without an entry; `-` for an anonymous session.
+    fn stamp(&self, user: Option<&str>) -> Option<String> {
+        let Some(user) = user else { return Some("-".to_owned()) };
+        let entry = (self.entry_of)(user)?;
+        let mut mac = self.mac(&format!("entry:{}:{entry}", hex(user.as_bytes())));
+        mac.truncate(32);
+        Some(mac)
+    }
+
+    /// Whether a session opened with `stamp` still belongs to `user`'s entry.
+    fn current(&self, user: Option<&str>, stamp: &str) -> bool {
+        self.stamp(user).is_some_and(|now| same_token(&now, stamp))
     }
 
     /// What a cookie whose signature is right says.
@@ -130,12 +160,14 @@ impl Sessions {
             return None;
         }
         let mut parts = body.split('.');
-        let (id, user, opened_at) = (parts.next()?, parts.next()?, parts.next()?);
+        let (id, user, opened_at, stamp) =
+            (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
         let user = String::from_utf8(unhex(user)?).ok()?;
         Some(Claims {
             id,
             user: (!user.is_empty()).then_some(user),
             opened_at: opened_at.parse().ok()?,
+            stamp,
         })
     }
 
@@ -144,10 +176,14 @@ impl Sessions {
         self.mac(&format!("csrf:{id}"))
     }
 
-    /// Opens a session; returns the cookie value and the session.
+    /// Opens a session, bound to the user's htpasswd entry now; returns the cookie value and
+    /// the session. A user without an entry (removed meanwhile) gets a session that no request
+    /// will find.
     pub(super) fn open(&self, user: Option<String>) -> (String, Session) {
         let id = random_hex();
-        let cookie = self.cookie(&id, user.as_deref(), crate::timefmt::now_unix());
+        // No entry: a stamp no entry has (an HMAC is hex, never this).
+        let stamp = self.stamp(user.as_deref()).unwrap_or_else(|| "none".to_owned());
+        let cookie = self.cookie(&id, user.as_deref(), crate::timefmt::now_unix(), &stamp);
         let session = Session { user, csrf: self.csrf(&id), cookie: cookie.clone() };
         self.insert(id, session.clone());
         (cookie, session)
@@ -186,10 +222,17 @@ impl Sessions {
 
     /// The live session of a cookie (its idle time restarts). A cookie this store does not
     /// hold (issued before a restart) is restored while younger than its timeout, unless it was
-    /// logged out.
+    /// logged out. Either way, a session whose user's htpasswd entry changed or went since its
+    /// log-in is ended.
     pub(super) fn get(&self, cookie: &str) -> Option<Session> {
         let claims = self.verify(cookie)?;
         let id = claims.id;
+        if !self.current(claims.user.as_deref(), claims.stamp) {
+            // Ended for good in this process, even if the old entry is put back.
+            self.entries.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
+            self.logged_out.lock().unwrap_or_else(|p| p.into_inner()).insert(id.to_owned());
+            return None;
+        }
         let now = Instant::now();
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         let Some(entry) = entries.get_mut(id) else {
@@ -275,18 +318,61 @@ mod tests {
     }
 
     fn store() -> Sessions {
-        Sessions::new(Sessions::random_key(), Vec::new())
+        Sessions::new(Sessions::random_key(), Vec::new(), entries(&[("admin", "h1")]))
+    }
+
+    /// An [`EntryOf`] over fixed users, and `(noauth)`'s empty entry.
+    fn entries(users: &[(&str, &str)]) -> EntryOf {
+        let users: HashMap<String, String> =
+            users.iter().map(|(u, h)| ((*u).to_owned(), (*h).to_owned())).collect();
+        Arc::new(
+            move |user| {
+                if user == "(noauth)" { Some(String::new()) } else { users.get(user).cloned() }
+            },
+        )
+    }
+
+    #[test]
+    fn a_session_ends_when_its_users_entry_changes_or_goes() {
+        let key = Sessions::random_key();
+        let hash = Arc::new(Mutex::new(Some("h1".to_owned())));
+        let now = Arc::clone(&hash);
+        let sessions = Sessions::new(
+            key.clone(),
+            Vec::new(),
+            Arc::new(move |u| if u == "admin" { now.lock().unwrap().clone() } else { None }),
+        );
+        let (cookie, _) = sessions.open(Some("admin".into()));
+        let (anonymous, _) = sessions.open(None);
+        assert!(sessions.get(&cookie).is_some());
+        *hash.lock().unwrap() = Some("h2".into()); // the password changed
+        assert!(sessions.get(&cookie).is_none());
+        *hash.lock().unwrap() = Some("h1".into()); // and back: the session was ended
+        assert!(sessions.get(&cookie).is_none(), "an ended session stays ended in this process");
+        // After a restart, the cookie is checked against the entry too.
+        let (fresh, _) = sessions.open(Some("admin".into()));
+        let restarted = |h: Option<&str>| {
+            let h = h.map(str::to_owned);
+            Sessions::new(key.clone(), Vec::new(), Arc::new(move |_| h.clone()))
+        };
+        assert!(restarted(Some("h1")).get(&fresh).is_some());
+        assert!(restarted(Some("h3")).get(&fresh).is_none());
+        assert!(restarted(None).get(&fresh).is_none(), "the user removed");
+        assert!(restarted(None).get(&anonymous).is_some(), "anonymous sessions have no user");
+        // A user without an entry opens nothing usable.
+        let (nobody, _) = sessions.open(Some("nobody".into()));
+        assert!(sessions.get(&nobody).is_none());
     }
 
     #[test]
     fn a_cookie_outlives_a_restart_with_the_same_key_unless_logged_out() {
         let key = Sessions::random_key();
-        let before = Sessions::new(key.clone(), Vec::new());
+        let before = Sessions::new(key.clone(), Vec::new(), entries(&[("admin", "h1")]));
         let (cookie, session) = before.open(Some("admin".into()));
         let (other, _) = before.open(Some("admin".into()));
         let (logged_out, _) = before.close(&other).unwrap();
         // "Restart": a new store with the kept key and the kept log-outs.
-        let after = Sessions::new(key, vec![logged_out]);
+        let after = Sessions::new(key, vec![logged_out], entries(&[("admin", "h1")]));
         let restored = after.get(&cookie).expect("restored from its cookie");
         assert_eq!((restored.user.as_deref(), restored.csrf), (Some("admin"), session.csrf));
         assert!(after.get(&other).is_none(), "a logged-out session stays out");

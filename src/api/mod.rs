@@ -65,10 +65,17 @@ struct Inner {
     conductor: Conductor,
     nodes: NodeService,
     config: Arc<Config>,
-    /// Replaced whole when the admin page sets a password (`reload_auth`).
+    /// Replaced whole when the admin page sets a password, or when the file changed on disk
+    /// (`ApiState::auth`).
     auth: arc_swap::ArcSwap<Auth>,
+    /// The htpasswd file as it was when `auth` was read: modification time, size and inode.
+    auth_file: Mutex<Option<FileStamp>>,
     recent: Arc<crate::recent::RecentBoots>,
-    /// Failed authentications per client address.
+    /// bcrypt checks running at once: at most half the cores (at least one), whatever the
+    /// number of clients and user names tried, so password guessing never takes the CPU the
+    /// boots need (`ApiState::bcrypt`).
+    bcrypt_gate: crate::limiter::CheckGate,
+    /// Failed authentications per (client address, user).
     auth_failures: crate::limiter::LoginLimiter,
     /// The base of every link in an answer (`http://host:port`): `[api] public_endpoint`, else
     /// the listener's bound address. Never the request's `Host` header.
@@ -94,7 +101,12 @@ impl ApiState {
         local: std::net::SocketAddr,
         metrics: Arc<crate::metrics::Metrics>,
     ) -> ApiState {
-        let auth = arc_swap::ArcSwap::from_pointee(load_auth(&config));
+        let stamp = file_stamp(&config);
+        let first = load_auth(&config);
+        if let Auth::Basic { users, dummy, .. } = &first {
+            dummy.get_or_init(|| dummy_hash(users)); // at start, as before: no first-use delay
+        }
+        let auth = arc_swap::ArcSwap::from_pointee(first);
         let endpoint = if config.api.public_endpoint.is_empty() {
             if local.ip().is_unspecified() {
                 tracing::warn!(listen = %local, "[api] listens on a wildcard address and public_endpoint is not set: links in answers name the wildcard address");
@@ -111,6 +123,8 @@ impl ApiState {
                 nodes,
                 config,
                 auth,
+                auth_file: Mutex::new(stamp),
+                bcrypt_gate: crate::limiter::CheckGate::half_the_cores(BCRYPT_WAIT),
                 recent,
                 auth_failures,
                 endpoint,
@@ -120,7 +134,7 @@ impl ApiState {
     }
 
     /// The appliance's counters (the admin page's boot activity).
-    pub(crate) fn metrics(&self) -> &crate::metrics::Metrics {
+    pub(crate) fn metrics(&self) -> &Arc<crate::metrics::Metrics> {
         &self.inner.metrics
     }
 
@@ -142,8 +156,8 @@ impl ApiState {
     /// Checks a user and password against `[api] http_basic_auth_user_file`, as the API does
     /// (the admin page's log-in). False without `http_basic` or a usable file. Blocking (bcrypt).
     pub(crate) fn verify_password(&self, user: &str, password: &str) -> bool {
-        let auth = self.inner.auth.load();
-        match &**auth {
+        let auth = self.auth();
+        match &*auth {
             Auth::Basic { .. } => auth.verify(user, password),
             Auth::Noauth | Auth::Broken => false,
         }
@@ -167,10 +181,70 @@ impl ApiState {
         let hash = bcrypt::hash(password, bcrypt::DEFAULT_COST).map_err(|e| e.to_string())?;
         htpasswd::write_atomic(path, &htpasswd::with_password(&text, user, &hash))
             .map_err(|e| format!("writing {}: {e}", path.display()))?;
-        self.inner.auth.store(Arc::new(load_auth(config)));
+        self.reload_auth();
         htpasswd::forget_shown(config);
         Ok(())
     }
+}
+
+impl ApiState {
+    /// The users now: the htpasswd file is read again when its modification time, size or
+    /// inode changed since it was last read (one `stat` per call; the file is small and bcrypt
+    /// is not run here), so an entry changed or removed by hand takes effect at the next
+    /// request, as the admin page's own password change does.
+    pub(crate) fn auth(&self) -> Arc<Auth> {
+        let config = &self.inner.config;
+        if config.api.auth_strategy == ApiAuthStrategy::HttpBasic {
+            let now = file_stamp(config);
+            let changed = *self.inner.auth_file.lock().unwrap_or_else(|p| p.into_inner()) != now;
+            if changed {
+                tracing::info!(file = %config.api.http_basic_auth_user_file.display(), "the htpasswd file changed: users read again");
+                self.reload_auth();
+            }
+        }
+        self.inner.auth.load_full()
+    }
+
+    fn reload_auth(&self) {
+        let config = &self.inner.config;
+        let stamp = file_stamp(config);
+        self.inner.auth.store(Arc::new(load_auth(config)));
+        *self.inner.auth_file.lock().unwrap_or_else(|p| p.into_inner()) = stamp;
+    }
+
+    /// `user`'s htpasswd entry now (the hash), what an admin session is bound to: empty under
+    /// `noauth` (every session is the same nobody), `None` for a user the file lacks.
+    pub(crate) fn user_entry(&self, user: &str) -> Option<String> {
+        match &*self.auth() {
+            Auth::Noauth => Some(String::new()),
+            Auth::Basic { users, .. } => users.get(user).cloned(),
+            Auth::Broken => None,
+        }
+    }
+}
+
+/// How long a password check waits for its turn before the answer is "busy".
+const BCRYPT_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+impl ApiState {
+    /// Runs `f` (a bcrypt check or hash) on the blocking pool, never on the workers that serve
+    /// boots, once one of the gate's few permits is free (first come, first served); `None`
+    /// when none came within [`BCRYPT_WAIT`] (or the task failed).
+    pub(crate) async fn bcrypt<R: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> R + Send + 'static,
+    ) -> Option<R> {
+        self.inner.bcrypt_gate.run(f).await
+    }
+}
+
+/// What tells that the htpasswd file changed: modification time, size, inode.
+type FileStamp = (std::time::SystemTime, u64, u64);
+
+fn file_stamp(config: &Config) -> Option<FileStamp> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(&config.api.http_basic_auth_user_file).ok()?;
+    Some((meta.modified().ok()?, meta.len(), meta.ino()))
 }
 
 /// The authentication `[api]` asks for, its user file read now (a file that cannot be read is
@@ -179,10 +253,11 @@ fn load_auth(config: &Config) -> Auth {
     match config.api.auth_strategy {
         ApiAuthStrategy::Noauth => Auth::Noauth,
         ApiAuthStrategy::HttpBasic => match load_htpasswd(&config.api.http_basic_auth_user_file) {
-            Ok(users) => {
-                let dummy = dummy_hash(&users);
-                Auth::Basic { users, verified: Mutex::new(HashSet::new()), dummy }
-            }
+            Ok(users) => Auth::Basic {
+                users,
+                verified: Mutex::new(HashSet::new()),
+                dummy: std::sync::OnceLock::new(),
+            },
             Err(e) => {
                 tracing::error!(error = %e, "api.http_basic_auth_user_file unusable: every API request will be refused");
                 Auth::Broken
@@ -191,7 +266,7 @@ fn load_auth(config: &Config) -> Auth {
     }
 }
 
-enum Auth {
+pub(crate) enum Auth {
     Noauth,
     /// user -> bcrypt hash; `verified` remembers digests of credentials already checked, so
     /// bcrypt's cost is paid once per client, not once per request.
@@ -200,7 +275,8 @@ enum Auth {
         verified: Mutex<HashSet<[u8; 32]>>,
         /// A bcrypt hash of a random password at the users' cost: an unknown user is checked
         /// against it, so it costs what a wrong password costs (no user enumeration by timing).
-        dummy: String,
+        /// Made at the first check (on the blocking pool), not when the file is read.
+        dummy: std::sync::OnceLock<String>,
     },
     Broken,
 }
@@ -266,20 +342,20 @@ fn basic_credentials(headers: &HeaderMap) -> Option<(String, String)> {
     Some((user.to_owned(), password.to_owned()))
 }
 
-/// Failed authentications allowed per client address and window before answers are 429
-/// without running bcrypt.
+/// Failed authentications allowed per (client address, user) and window before that user's
+/// answers from that address are 429 without running bcrypt (then with back-off).
 const AUTH_FAILURES: u32 = 10;
 const AUTH_WINDOW: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Authenticates a request. bcrypt runs on the blocking pool (never on the workers that serve
-/// boots), only for credentials not already verified, and not at all for a client address over
-/// its limit of failures (429).
+/// boots), only for credentials not already verified, and not at all for a user locked for the
+/// client's address (429 with `Retry-After`); another user from the same address is checked.
 async fn authenticate(
     state: &ApiState,
     headers: &HeaderMap,
     client: Option<std::net::IpAddr>,
 ) -> Result<(), ApiError> {
-    let auth = state.inner.auth.load_full();
+    let auth = state.auth();
     match &*auth {
         Auth::Noauth => return Ok(()),
         Auth::Broken => return Err(ApiError::unauthorized()),
@@ -292,28 +368,30 @@ async fn authenticate(
     {
         return Ok(());
     }
-    if state.inner.auth_failures.blocked(&client) {
-        tracing::warn!(client, "API authentication refused: too many failures from this address");
+    let Some((user, password)) = credentials else {
+        return Err(ApiError::unauthorized()); // nothing to check: no bcrypt, nothing counted
+    };
+    if let Some(wait) = state.inner.auth_failures.locked(&client, &user) {
+        tracing::warn!(client, user = ?user, "API authentication refused: this user is locked for this address");
+        let secs = crate::limiter::retry_seconds(wait).max(1);
         return Err(ApiError::new(
             StatusCode::TOO_MANY_REQUESTS,
-            "Too many failed authentications from this address; retry in a minute.",
-        ));
+            format!("Too many failed authentications for this user from this address; retry in {secs} s."),
+        )
+        .retry_after(secs));
     }
-    let verified = match credentials {
-        Some((user, password)) => {
-            let auth = std::sync::Arc::clone(&auth);
-            tokio::task::spawn_blocking(move || auth.verify(&user, &password))
-                .await
-                .unwrap_or(false)
-        }
-        None => false,
+    let checked = std::sync::Arc::clone(&auth);
+    let who = user.clone();
+    let Some(verified) = state.bcrypt(move || checked.verify(&who, &password)).await else {
+        tracing::warn!(client, "API authentication not checked: too many password checks waiting");
+        return Err(ApiError::unavailable("Too many password checks at once; retry shortly."));
     };
     if verified {
-        state.inner.auth_failures.reset(&client);
+        state.inner.auth_failures.succeeded(&client, &user);
         Ok(())
     } else {
-        state.inner.auth_failures.attempt(&client);
-        tracing::warn!(client, "API authentication failed");
+        state.inner.auth_failures.failed(&client, &user);
+        tracing::warn!(client, user = ?user, "API authentication failed");
         Err(ApiError::unauthorized())
     }
 }
@@ -351,7 +429,7 @@ impl Auth {
             return true;
         }
         let Some(hash) = users.get(user) else {
-            let _ = bcrypt::verify(password, dummy);
+            let _ = bcrypt::verify(password, dummy.get_or_init(|| dummy_hash(users)));
             return false;
         };
         if !bcrypt::verify(password, hash).unwrap_or(false) {
@@ -390,11 +468,18 @@ fn public_routes() -> Router<ApiState> {
 pub(crate) struct ApiError {
     status: StatusCode,
     message: String,
+    /// `Retry-After` seconds (a 429).
+    retry_after: Option<u64>,
 }
 
 impl ApiError {
     pub(crate) fn new(status: StatusCode, message: impl Into<String>) -> ApiError {
-        ApiError { status, message: message.into() }
+        ApiError { status, message: message.into(), retry_after: None }
+    }
+    /// The same with `Retry-After: secs`.
+    fn retry_after(mut self, secs: u64) -> ApiError {
+        self.retry_after = Some(secs);
+        self
     }
     pub(crate) fn bad_request(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::BAD_REQUEST, message)
@@ -441,6 +526,9 @@ impl ApiError {
                 header::WWW_AUTHENTICATE,
                 HeaderValue::from_static("Basic realm=\"Baremetal API\""),
             );
+        }
+        if let Some(secs) = self.retry_after {
+            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
         response
     }

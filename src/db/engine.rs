@@ -172,17 +172,20 @@ impl Target {
                 "database: PostgreSQL {} ({})",
                 pg.shown,
                 if pg.tls.is_some() {
-                    "TLS, server certificate checked against ca_file"
+                    "TLS required, server certificate checked against ca_file; \
+                     a server that declines TLS is refused"
+                } else if pg.config.get_password().is_some() {
+                    "no TLS: a local socket, the password sent over it"
                 } else {
-                    "no TLS"
+                    "no TLS, no password"
                 }
             ),
         }
     }
 }
 
-/// A PostgreSQL server: its parsed URL (with the password from `password_file`) and the TLS
-/// configuration when the URL says `sslmode=require` (or `prefer`).
+/// A PostgreSQL server: its parsed URL (with the password from `password_file`) and, with
+/// `ca_file`, the TLS configuration (TLS then required: `sslmode` is forced to `require`).
 pub struct PostgresTarget {
     pub config: tokio_postgres::Config,
     pub tls: Option<tokio_postgres_rustls::MakeRustlsConnect>,
@@ -197,8 +200,15 @@ impl std::fmt::Debug for PostgresTarget {
 }
 
 impl PostgresTarget {
-    /// Parses `url`, adds the password read from `password_file` and, when the URL asks for
-    /// TLS, a rustls configuration that trusts the certificates of `ca_file` only.
+    /// Parses `url`, adds the password read from `password_file` and, with `ca_file`, a rustls
+    /// configuration that trusts its certificates only.
+    ///
+    /// `ca_file` means TLS is required and the server's certificate (and host name) verified:
+    /// `sslmode` absent or `prefer` becomes `require`, so a server (or a host on the path) that
+    /// answers "no TLS" is refused instead of getting a plain connection; `sslmode=disable`
+    /// with `ca_file` is refused as a contradiction. A password is never sent in clear text:
+    /// without TLS, the server may ask for it in clear (and a host on the path can always ask),
+    /// so a password without `ca_file` is refused unless every host is a Unix socket.
     pub fn new(
         url: &str,
         password_file: Option<&Path>,
@@ -217,19 +227,38 @@ impl PostgresTarget {
         }
         config.connect_timeout(Duration::from_secs(5));
         config.keepalives_idle(Duration::from_secs(10));
-        // tokio-postgres parses sslmode=disable|prefer|require (prefer when absent). Without a
-        // CA file there is nothing to check a server against: TLS is off, and `require` refused.
+        // tokio-postgres parses sslmode=disable|prefer|require (prefer when absent). With a CA
+        // file TLS is required (`prefer` would fall back to plain text when the server declines);
+        // without one there is nothing to check a server against: TLS is off, `require` refused.
+        use tokio_postgres::config::SslMode;
         let tls = match (config.get_ssl_mode(), ca_file) {
-            (tokio_postgres::config::SslMode::Disable, _) => None,
-            (_, Some(ca)) => Some(tls_connector(ca)?),
-            (tokio_postgres::config::SslMode::Require, None) => {
+            (SslMode::Disable, Some(_)) => {
+                return Err("database.ca_file: set, but database.url says sslmode=disable; \
+                     ca_file means TLS is required"
+                    .into());
+            }
+            (_, Some(ca)) => {
+                config.ssl_mode(SslMode::Require);
+                Some(tls_connector(ca)?)
+            }
+            (SslMode::Require, None) => {
                 return Err("database.ca_file: required with sslmode=require".into());
             }
             (_, None) => {
-                config.ssl_mode(tokio_postgres::config::SslMode::Disable);
+                config.ssl_mode(SslMode::Disable);
                 None
             }
         };
+        // Local: every host a Unix socket, and no `hostaddr` (a TCP address) beside them.
+        let hosts = config.get_hosts();
+        let local = !hosts.is_empty()
+            && config.get_hostaddrs().is_empty()
+            && hosts.iter().all(|h| matches!(h, tokio_postgres::config::Host::Unix(_)));
+        if tls.is_none() && config.get_password().is_some() && !local {
+            return Err("database.password_file: needs database.ca_file (TLS) for a server \
+                 over TCP: without TLS the password could go out in clear text"
+                .into());
+        }
         let mut shown = url.to_owned();
         if let Some(at) = shown.find('@') {
             let scheme = shown.find("://").map_or(0, |i| i + 3);
@@ -738,10 +767,40 @@ mod tests {
         );
         let dir = std::env::temp_dir().join(format!("bootvol-pw-{}", std::process::id()));
         std::fs::write(&dir, "s3cret\n").unwrap();
-        let with = PostgresTarget::new("postgres://bootvol@db/bootvol", Some(&dir), None).unwrap();
+        // A password over TCP without TLS could be asked for in clear text: refused.
+        let refused = PostgresTarget::new("postgres://bootvol@db/bootvol", Some(&dir), None);
+        assert!(refused.unwrap_err().contains("ca_file"));
+        // Over a local socket it is taken.
+        let with =
+            PostgresTarget::new("postgres://bootvol@%2Frun%2Fpostgresql/bootvol", Some(&dir), None)
+                .unwrap();
         assert_eq!(with.config.get_password(), Some(&b"s3cret"[..]));
         assert!(!format!("{with:?}").contains("s3cret"));
+        assert!(Target::Postgres(Arc::new(with)).describe().contains("no TLS: a local socket"));
+        // A socket named beside a TCP address is not local.
+        let mixed = PostgresTarget::new(
+            "postgres://bootvol@%2Frun%2Fpostgresql/bootvol?hostaddr=192.0.2.5",
+            Some(&dir),
+            None,
+        );
+        assert!(mixed.unwrap_err().contains("ca_file"));
         std::fs::remove_file(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_ca_file_makes_tls_required_and_sslmode_disable_contradicts_it() {
+        let ca = std::env::temp_dir().join(format!("bootvol-ca-{}.pem", std::process::id()));
+        std::fs::write(&ca, include_str!("../../tests/fixtures/tls/test-ca.pem")).unwrap();
+        for url in ["postgres://b@db/b", "postgres://b@db/b?sslmode=prefer"] {
+            let target = PostgresTarget::new(url, None, Some(&ca)).unwrap();
+            assert_eq!(target.config.get_ssl_mode(), tokio_postgres::config::SslMode::Require);
+            assert!(target.tls.is_some());
+            let said = Target::Postgres(Arc::new(target)).describe();
+            assert!(said.contains("TLS required"), "{said}");
+        }
+        let refused = PostgresTarget::new("postgres://b@db/b?sslmode=disable", None, Some(&ca));
+        assert!(refused.unwrap_err().contains("sslmode=disable"));
+        std::fs::remove_file(&ca).unwrap();
     }
 
     #[test]

@@ -14,6 +14,7 @@ mod fuzz_corpora;
 mod hostile;
 mod keystone;
 mod listener;
+mod logs;
 mod metrics;
 mod neighbour;
 mod postgres;

@@ -1,0 +1,135 @@
+//! The real `bootvol serve` binary's log under requests that carry line ends and terminal
+//! escapes in every place a client controls (the deploy, boot and files paths, the admin
+//! log-in's user name, an API user name): every line the process writes starts with its own
+//! timestamp and level, and what the client sent shows escaped (`\n`), never as a line of its
+//! own (issue 22, finding 11).
+
+use std::io::{BufRead, BufReader};
+use std::time::Duration;
+
+use crate::support::config_text;
+
+/// A line a client tries to plant: the stock layout's head, so a reader could not tell it.
+const FORGED_HEAD: &str = "2026-12-02T04:00:00.000000Z  INFO bootvol::http::deploy: FORGED";
+
+fn encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+#[test]
+#[allow(clippy::disallowed_methods)] // tests run the real binary
+fn client_values_in_the_log_are_escaped_and_forge_no_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let htpasswd = dir.path().join("htpasswd");
+    std::fs::write(&htpasswd, format!("operator:{}\n", bcrypt::hash("s3cret-pass", 4).unwrap()))
+        .unwrap();
+    let text = format!(
+        "{}[api]\nlisten = \"127.0.0.1:0\"\nhttp_basic_auth_user_file = \"{}\"\n",
+        config_text(dir.path())
+            .replace("[http]\n", "[http]\nlisten = \"127.0.0.1:0\"\n")
+            .replace("[tftp]\n", "[tftp]\nlisten = \"127.0.0.1:0\"\n"),
+        htpasswd.display()
+    );
+    std::fs::write(dir.path().join("bootvol.toml"), text).unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_bootvol"))
+        .arg("--config")
+        .arg(dir.path().join("bootvol.toml"))
+        .arg("serve")
+        .env("RUST_LOG", "info")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut all = Vec::new();
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if line.contains(" serving ") {
+                let _ = tx.send(line.clone());
+            }
+            all.push(line);
+        }
+        all
+    });
+    let serving = rx.recv_timeout(Duration::from_secs(20)).expect("serve started");
+    let field = |name: &str| {
+        serving
+            .split_whitespace()
+            .find_map(|f| f.strip_prefix(&format!("{name}=")))
+            .unwrap()
+            .to_owned()
+    };
+    let (http, api) = (field("http"), field("api"));
+    let agent: ureq::Agent =
+        ureq::Agent::config_builder().http_status_as_error(false).max_redirects(0).build().into();
+    let forged = format!("zz\n{FORGED_HEAD}\r\u{1b}[2K");
+    let path = encode(&forged);
+    for url in [
+        format!("http://{http}/deploy/{path}/token"),
+        format!("http://{http}/deploy/{path}/callback"),
+        format!("http://{http}/deploy/{path}/configdrive"),
+    ] {
+        let reply = agent.post(&url).send("{}").unwrap();
+        assert!(reply.status().as_u16() >= 400, "{url}");
+    }
+    for url in [
+        format!("http://{http}/boot/{path}.ipxe"),
+        format!("http://{http}/files/{path}"),
+        format!("http://{api}/v1/nodes/{path}"),
+    ] {
+        agent.get(&url).call().unwrap();
+    }
+    // A user name with a line end, in the API's Basic credentials and the admin log-in.
+    use base64::Engine;
+    let basic = base64::engine::general_purpose::STANDARD.encode(format!("{forged}:wrong"));
+    agent
+        .get(format!("http://{api}/v1/nodes"))
+        .header("Authorization", format!("Basic {basic}"))
+        .call()
+        .unwrap();
+    let mut login = agent.get(format!("http://{api}/admin/login")).call().unwrap();
+    let cookie = login.headers().get("set-cookie").unwrap().to_str().unwrap();
+    let cookie = cookie.split(';').next().unwrap().to_owned();
+    let page = login.body_mut().read_to_string().unwrap();
+    let marker = "name=\"csrf\" value=\"";
+    let start = page.find(marker).unwrap() + marker.len();
+    let csrf = &page[start..start + page[start..].find('"').unwrap()];
+    agent
+        .post(format!("http://{api}/admin/login"))
+        .header("Cookie", &cookie)
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .send(format!("csrf={csrf}&username={path}&password=wrong"))
+        .unwrap();
+
+    std::thread::sleep(Duration::from_millis(300));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap()),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let _ = child.wait();
+    let lines = reader.join().unwrap();
+    let log = lines.join("\n");
+    // Each line is bootvol's own: its timestamp (now, not the forged one) and a level.
+    for line in &lines {
+        let head = line.get(..27).unwrap_or("");
+        let ok = head.len() == 27
+            && head.ends_with('Z')
+            && head.as_bytes()[10] == b'T'
+            && !line.starts_with("2026-12-02T04:00:00.000000Z");
+        assert!(ok, "a line not written by bootvol: {line:?}\nin\n{log}");
+        assert!(!line.contains('\r') && !line.contains('\u{1b}'), "{line:?}");
+    }
+    // And the requests were logged, escaped: the test saw what it meant to.
+    assert!(log.contains("/deploy/") || log.contains("deploy"), "no deploy refusal logged:\n{log}");
+    let escaped = lines.iter().filter(|l| l.contains("zz\\n2026-12-02T04:00:00")).count();
+    assert!(escaped >= 1, "no escaped client value in\n{log}");
+}
