@@ -26,4 +26,5 @@ mod serve;
 mod support;
 mod tftp;
 mod tidy;
+mod tls;
 mod validation;
