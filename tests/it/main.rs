@@ -3,6 +3,7 @@
 
 mod admin;
 mod api;
+mod appliance_scripts;
 mod cinder;
 mod cinder_support;
 mod cli;
