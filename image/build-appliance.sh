@@ -191,7 +191,8 @@ moddir=$tree/usr/lib/modules/$kver
 KEEP_MODULES=(
     kernel/drivers/net kernel/drivers/block kernel/drivers/scsi kernel/drivers/ata
     kernel/drivers/nvme kernel/drivers/virtio kernel/drivers/md kernel/drivers/message
-    kernel/drivers/hv kernel/drivers/xen kernel/drivers/char/hw_random
+    kernel/drivers/hv kernel/drivers/xen kernel/drivers/char/hw_random kernel/drivers/usb/storage
+    kernel/drivers/usb/host
     kernel/drivers/acpi/button.ko kernel/drivers/input/evdev.ko
     kernel/fs/ext4 kernel/fs/jbd2 kernel/fs/mbcache.ko kernel/fs/fat kernel/fs/nls
     kernel/fs/efivarfs kernel/fs/autofs kernel/net/core kernel/net/ipv4 kernel/net/ipv6 kernel/net/packet

@@ -16,11 +16,8 @@ fn link_config_follows_no_planted_link_and_updates_need_the_image_s_signature() 
     }
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/image/test-appliance-scripts.sh");
     let out = std::process::Command::new("bash").arg(script).output().unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text =
+        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "{text}");
     assert!(text.contains("test-appliance-scripts: all passed"), "{text}");
 }
