@@ -9,7 +9,9 @@
 #   tls_cert) and makes the certificate whose fingerprint it prints.
 # - bootvol-update --check accepts a bundle image/sign-update.sh signed with a key of the
 #   image, and refuses an unsigned one, a tampered one, one signed by another key, a link to a
-#   good one, and everything when the image holds no key.
+#   good one, and everything when the image holds no key; installed (in a mount namespace
+#   with the image's key directory and /proc/cmdline as the appliance has them), a signed
+#   bundle lands in the other slot with a 3-try entry, an unsigned one writes nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 link_config=$PWD/image/appliance/usr/lib/bootvol/link-config
@@ -127,6 +129,35 @@ ok "a link to a good bundle is refused"
 if out=$(check "$t/nokeys" "$bundle"); then fail "accepted without a key"; fi
 case $out in *"holds no update signing key"*) ;; *) fail "no keys: $out" ;; esac
 ok "an image without a key refuses every update"
+
+# --- bootvol-update: the installation into the other slot ------------------------------------
+# In a mount namespace: the image's key directory (a tmpfs over /usr/share holding the test
+# key) and /proc/cmdline (slot a) as the appliance has them; the ESP a directory.
+esp=$t/esp
+mkdir -p "$esp/loader/entries" "$esp/a" "$esp/syslinux"
+printf 'timeout 0\neditor no\ndefault bootvol-1.conf\n' > "$esp/loader/loader.conf"
+printf 'title bootvol (slot a)\nversion 1\nlinux /a/vmlinuz\ninitrd /a/initrd.img\noptions x bootvol.slot=a\n' \
+    > "$esp/loader/entries/bootvol-1.conf"
+printf 'DEFAULT a\nLABEL a\nLABEL b\n' > "$esp/syslinux/syslinux.cfg"
+echo "console=ttyS0 bootvol.slot=a" > "$t/proc-cmdline"
+install_as_appliance() {
+    unshare -m sh -c 'mount --make-rprivate / && mount -t tmpfs none /usr/share &&
+        mkdir -p /usr/share/bootvol/update-keys && cp "$1" /usr/share/bootvol/update-keys/ &&
+        mount --bind "$2" /proc/cmdline && shift 2 && exec "$@"' sh "$keys/test.pub" "$t/proc-cmdline" \
+        env BOOTVOL_UPDATE_ESP="$esp" TMPDIR="$t" "$update" --bios "$1" 2>&1
+}
+if out=$(install_as_appliance "$t/out/bootvol-update.tar"); then fail "an unsigned bundle was installed"; fi
+[ ! -e "$esp/b" ] && [ "$(ls "$esp/loader/entries")" = bootvol-1.conf ] || fail "a refused bundle wrote to the ESP"
+out=$(install_as_appliance "$bundle") || fail "installing a good bundle failed: $out"
+cmp -s "$esp/b/vmlinuz" "$t/out/vmlinuz" && cmp -s "$esp/b/initrd.img" "$t/out/initrd.img" ||
+    fail "slot b does not hold the bundle's kernel and initramfs"
+entry=$esp/loader/entries/bootvol-2+3.conf
+[ -f "$entry" ] || fail "no bootvol-2+3.conf: $(ls "$esp/loader/entries")"
+grep -qx 'linux /b/vmlinuz' "$entry" && grep -qx 'options console=ttyS0 panic=10 bootvol.slot=b' "$entry" ||
+    fail "entry: $(cat "$entry")"
+! grep -q '^default ' "$esp/loader/loader.conf" || fail "loader.conf kept a default"
+grep -qx 'DEFAULT b' "$esp/syslinux/syslinux.cfg" || fail "syslinux.cfg: $(cat "$esp/syslinux/syslinux.cfg")"
+ok "a signed bundle is installed into slot b (entry bootvol-2+3.conf, --bios: DEFAULT b); an unsigned one writes nothing"
 
 [ -z "$(ls "$t" | grep '^bootvol-update\.')" ] || fail "bootvol-update left its work directory"
 echo "test-appliance-scripts: all passed"
