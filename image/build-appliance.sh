@@ -108,12 +108,13 @@ cache=$(cd "$cache" && pwd)
 
 # --- stage 1: the root tree from Debian (cached) --------------------------------------------
 # What the appliance runs; everything else comes as a dependency. dbus: systemd-logind needs it
-# to turn the power button into a clean shutdown. whois: mkpasswd (bcrypt) for the first
-# admin password. usr-is-merged keeps usrmerge
+# to turn the power button into a clean shutdown. openssl: the API's self-signed certificate
+# (link-config, first boot). signify-openbsd: bootvol-update's signature check (Ed25519, against
+# image/update-keys/). The first admin password is bootvol's own. usr-is-merged keeps usrmerge
 # (and perl) out where it can; what the essential set still drags in is purged below.
 PACKAGES=(
     usr-is-merged systemd systemd-sysv udev kmod e2fsprogs iproute2 procps
-    "$kernel_pkg" ipxe systemd-boot whois dbus
+    "$kernel_pkg" ipxe systemd-boot openssl signify-openbsd dbus
 )
 # Purged after the bootstrap: perl (about 50 MB), usrmerge, which the essential set still pulls
 # in, and what only they need; nothing at run time uses them. (The essential set has no apt
@@ -190,7 +191,8 @@ moddir=$tree/usr/lib/modules/$kver
 KEEP_MODULES=(
     kernel/drivers/net kernel/drivers/block kernel/drivers/scsi kernel/drivers/ata
     kernel/drivers/nvme kernel/drivers/virtio kernel/drivers/md kernel/drivers/message
-    kernel/drivers/hv kernel/drivers/xen kernel/drivers/char/hw_random
+    kernel/drivers/hv kernel/drivers/xen kernel/drivers/char/hw_random kernel/drivers/usb/storage
+    kernel/drivers/usb/host
     kernel/drivers/acpi/button.ko kernel/drivers/input/evdev.ko
     kernel/fs/ext4 kernel/fs/jbd2 kernel/fs/mbcache.ko kernel/fs/fat kernel/fs/nls
     kernel/fs/efivarfs kernel/fs/autofs kernel/net/core kernel/net/ipv4 kernel/net/ipv6 kernel/net/packet
@@ -244,6 +246,11 @@ strip -o "$tree/usr/bin/bootvol" "$bootvol_bin"
 chmod 755 "$tree/usr/bin/bootvol"
 cp -R --no-preserve=ownership image/appliance/. "$tree/"
 cp image/README.md "$tree/usr/share/bootvol/README.appliance"
+# The public keys updates must be signed with (bootvol-update); none: every update is refused.
+mkdir -p "$tree/usr/share/bootvol/update-keys"
+for key in image/update-keys/*.pub; do
+    [ -f "$key" ] && install -m 644 "$key" "$tree/usr/share/bootvol/update-keys/"
+done
 # systemd/ as it is: units, and sysusers.d/tmpfiles.d/sysctl.d files (a systemd/sysusers.d/X.conf
 # directory or debhelper's systemd/X.sysusers naming). Anything else stops the build, so that a
 # new kind of file is placed on purpose.
@@ -287,11 +294,15 @@ touch -d "@$SOURCE_DATE_EPOCH" "$work/vmlinuz" "$work/initrd.img"
 
 say "stage 2: ESP (FAT32, systemd-boot + syslinux, slot a)"
 CMDLINE="console=tty0 console=ttyS0,115200 panic=10"
+# The command line of an update (image/sign-update.sh puts it in the signed bundle).
+echo "$CMDLINE" > "$work/cmdline"
+touch -d "@$SOURCE_DATE_EPOCH" "$work/cmdline"
 esp=$work/esp.img
 mkfs.vfat --invariant -C -F 32 -n BOOTVOL -i "$ESP_VOLUME_ID" "$esp" $((ESP_MIB * 1024)) > /dev/null
 mmd -i "$esp" ::/EFI ::/EFI/BOOT ::/loader ::/loader/entries ::/a ::/b ::/syslinux
 mcopy -m -i "$esp" "$tree/usr/lib/systemd/boot/efi/systemd-bootx64.efi" ::/EFI/BOOT/BOOTX64.EFI
 mcopy -m -i "$esp" "$work/vmlinuz" "$work/initrd.img" ::/a/
+# editor no: the console cannot edit an entry's kernel command line.
 cat > "$work/loader.conf" <<LOADER
 timeout 0
 editor no
@@ -306,8 +317,12 @@ options $CMDLINE bootvol.slot=a
 ENTRY
 cat > "$work/syslinux.cfg" <<SYSLINUX
 # BIOS boots slot a; bootvol-update switches this file's DEFAULT only when told to (--bios).
+# No boot prompt, no escape to one, no options typed at it: the console cannot edit the
+# kernel command line (init=/bin/sh would be a root shell).
 SERIAL 0 115200
 PROMPT 0
+NOESCAPE 1
+ALLOWOPTIONS 0
 TIMEOUT 0
 DEFAULT a
 LABEL a
@@ -351,14 +366,14 @@ touch -d "@$SOURCE_DATE_EPOCH" "$disk"
 
 say "stage 2: compressing the disk"
 zstd -q -f -10 -T2 "$disk" -o "$work/bootvol-appliance.img.zst"
-for f in bootvol-appliance.img bootvol-appliance.img.zst vmlinuz initrd.img manifest.txt; do
+for f in bootvol-appliance.img bootvol-appliance.img.zst vmlinuz initrd.img cmdline manifest.txt; do
     mv -f "$work/$f" "$out/$f"
 done
 # The build machine's tools that wrote bytes into the disk (syslinux's boot code, the FAT, the
 # ext4, the partition table, the compression), for a rebuild elsewhere.
 dpkg-query -W -f='${Package}=${Version}\n' syslinux syslinux-common mtools dosfstools e2fsprogs \
     fdisk cpio zstd mmdebstrap kmod > "$out/build-tools.txt"
-(cd "$out" && sha256sum bootvol-appliance.img bootvol-appliance.img.zst vmlinuz initrd.img manifest.txt > SHA256SUMS)
+(cd "$out" && sha256sum bootvol-appliance.img bootvol-appliance.img.zst vmlinuz initrd.img cmdline manifest.txt > SHA256SUMS)
 mib() { awk -v b="$1" 'BEGIN { printf "%.1f MB", b / 1000000 }'; }
 initrd_bytes=$(stat -c %s "$out/initrd.img")
 zst_bytes=$(stat -c %s "$out/bootvol-appliance.img.zst")

@@ -198,7 +198,12 @@ pub async fn serve(
     let http_addr = listeners.http.local_addr()?;
     let tftp_addr = listeners.tftp.local_addr()?;
     let api_addr = listeners.api.local_addr()?;
-    if let Err(e) = crate::api::htpasswd::ensure_first_password(&config) {
+    // Before any password is shown: a certificate that cannot be used stops the start.
+    let api_tls = crate::http::tls::from_config(&config.api).map_err(anyhow::Error::msg)?;
+    if let Err(e) = crate::api::htpasswd::ensure_first_password(
+        &config,
+        api_tls.as_ref().map(|t| t.fingerprint.as_str()),
+    ) {
         // As with an unreadable file: the API refuses every request until the file is usable.
         tracing::error!(file = %config.api.http_basic_auth_user_file.display(), error = %e,
             "no admin password is set and none could be written");
@@ -272,11 +277,32 @@ pub async fn serve(
             liveness.register("metrics http"),
         ))
     });
-    let api = tokio::spawn(crate::http::listener::serve(
+    if let Some(tls) = &api_tls {
+        tracing::info!(api = %api_addr, cert = %tls.cert.display(), sha256 = %tls.fingerprint, "the API and admin page answer TLS only");
+    }
+    let loopback_api = match config.api.loopback_listen {
+        Some(addr) => {
+            let listener = TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("binding the loopback REST API listener on {addr}"))?;
+            tracing::info!(api = %addr, "serving the REST API (plain HTTP, no admin page) on loopback");
+            Some(tokio::spawn(crate::http::listener::serve(
+                "api loopback",
+                listener,
+                crate::api::router(api_state.clone()),
+                config.api.connection_limits(),
+                shutdown.clone(),
+                liveness.register("api loopback http"),
+            )))
+        }
+        None => None,
+    };
+    let api = tokio::spawn(crate::http::listener::serve_tls(
         "api",
         listeners.api,
         crate::api::router(api_state.clone()).merge(crate::admin::router(api_state)),
         config.api.connection_limits(),
+        api_tls.map(|tls| tls.acceptor),
         shutdown.clone(),
         liveness.register("api http"),
     ));
@@ -327,6 +353,13 @@ pub async fn serve(
             Ok(())
         }
     };
+    if let Some(listener) = loopback_api {
+        match tokio::time::timeout_at(deadline, listener).await {
+            Ok(Ok(Err(e))) => tracing::warn!(error = %e, "loopback REST API listener"),
+            Ok(Err(e)) => tracing::warn!(error = %e, "loopback REST API listener task"),
+            Ok(Ok(Ok(()))) | Err(_) => {}
+        }
+    }
     if let Some(listener) = metrics_listener {
         match tokio::time::timeout_at(deadline, listener).await {
             Ok(Ok(Err(e))) => tracing::warn!(error = %e, "metrics listener"),

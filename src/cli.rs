@@ -268,6 +268,21 @@ fn check_config(config: &Config, origin: &str, out: &mut dyn Write) -> Result<()
     writeln!(out, "{origin}: OK")?;
     writeln!(out, "{}", database.describe())?;
     writeln!(out, "{}", crate::public_url::explain(config))?;
+    match crate::http::tls::from_config(&config.api)
+        .map_err(|m| anyhow::anyhow!("{origin}: {m}"))?
+    {
+        Some(tls) => writeln!(
+            out,
+            "api: TLS on {} (certificate {}, SHA-256 fingerprint {}); plain HTTP refused there",
+            config.api.listen,
+            tls.cert.display(),
+            tls.fingerprint
+        )?,
+        None => writeln!(out, "api: plain HTTP on {} (no [api] tls_cert)", config.api.listen)?,
+    }
+    if let Some(addr) = config.api.loopback_listen {
+        writeln!(out, "api: plain HTTP, REST API only, on loopback {addr}")?;
+    }
     writeln!(out, "{config:#?}")?;
     Ok(())
 }

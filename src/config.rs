@@ -369,6 +369,14 @@ pub struct ApiSection {
     /// proxy or a wildcard listener), the base of every link in an answer. Empty: the
     /// listener's bound address. The request's `Host` header is never used.
     pub public_endpoint: String,
+    /// The API and admin page over TLS (rustls): the PEM certificate chain (the server's
+    /// certificate first) and its PEM private key (PKCS#8, PKCS#1 or SEC1). Both or neither;
+    /// with them, `listen` answers TLS only, the TLS handshake bounded by `header_timeout`.
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
+    /// A second, plain-HTTP listener of the REST API alone (no admin page), on a loopback
+    /// address only (the appliance's `127.0.0.1:6386`, for tools on the box itself).
+    pub loopback_listen: Option<SocketAddr>,
     /// As in `[http]`.
     pub header_timeout: u64,
     pub idle_timeout: u64,
@@ -387,6 +395,9 @@ impl Default for ApiSection {
                 PathBuf::from("/run/bootvol/first-password.issue"),
             ],
             public_endpoint: String::new(),
+            tls_cert: None,
+            tls_key: None,
+            loopback_listen: None,
             header_timeout: DEFAULT_LIMITS.0,
             idle_timeout: DEFAULT_LIMITS.1,
             max_connections: DEFAULT_LIMITS.2,
@@ -825,6 +836,42 @@ impl Config {
         ] {
             if !path.is_absolute() {
                 return Err((key, format!("{} is not an absolute path", path.display())));
+            }
+        }
+        match (&self.api.tls_cert, &self.api.tls_key) {
+            (Some(_), None) => {
+                return Err((
+                    "api.tls_key",
+                    "must be set with api.tls_cert (both or neither)".into(),
+                ));
+            }
+            (None, Some(_)) => {
+                return Err((
+                    "api.tls_cert",
+                    "must be set with api.tls_key (both or neither)".into(),
+                ));
+            }
+            _ => {}
+        }
+        for (key, path) in
+            [("api.tls_cert", &self.api.tls_cert), ("api.tls_key", &self.api.tls_key)]
+        {
+            if let Some(path) = path.as_ref().filter(|p| !p.is_absolute()) {
+                return Err((key, format!("{} is not an absolute path", path.display())));
+            }
+        }
+        if let Some(listen) = self.api.loopback_listen {
+            if !listen.ip().is_loopback() {
+                return Err((
+                    "api.loopback_listen",
+                    format!("{listen} is not a loopback address (it serves plain HTTP)"),
+                ));
+            }
+            if [self.http.listen, self.api.listen].contains(&listen) {
+                return Err((
+                    "api.loopback_listen",
+                    format!("{listen} is already the boot HTTP or the API listener's address"),
+                ));
             }
         }
         if let Some(path) = self.api.first_password_files.iter().find(|p| !p.is_absolute()) {

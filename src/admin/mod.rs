@@ -5,7 +5,8 @@
 //! without JavaScript. Log-in checks the same htpasswd file as the API (`[api]
 //! http_basic_auth_user_file`, through `ApiState::verify_password`); a successful log-in gets
 //! a fresh random session id in a signed cookie (HttpOnly, SameSite=Strict, Secure when the
-//! request came through TLS, i.e. `X-Forwarded-Proto: https` from the terminating proxy).
+//! request came through TLS: the API listener's own (`[api] tls_cert`), or
+//! `X-Forwarded-Proto: https` from a terminating proxy).
 //! Every form carries the session's CSRF token and every POST is refused without it (the
 //! log-in form included: visiting it opens an anonymous session). Failed log-ins are limited
 //! per (client address, user) with back-off ([`crate::limiter`]): a user locked from an
@@ -55,6 +56,8 @@ struct AdminState {
     api: ApiState,
     /// `[api] auth_strategy = "noauth"`: the page needs no log-in, as the API needs none.
     auth_off: bool,
+    /// `[api] tls_cert`: the listener answers TLS only, so every cookie is `Secure`.
+    tls: bool,
     templates: Arc<Environment<'static>>,
     /// Made at first use: its signing key and log-outs come from the database.
     sessions: Arc<tokio::sync::OnceCell<Sessions>>,
@@ -103,8 +106,10 @@ fn environment(auth_off: bool, secrets_to_anyone: bool) -> Environment<'static> 
 pub fn router(api: ApiState) -> Router {
     let auth_off = api.config().api.auth_strategy == crate::config::ApiAuthStrategy::Noauth;
     let secrets_to_anyone = api.config().boot.script_secrets == crate::config::ScriptSecrets::Any;
+    let tls = api.config().api.tls_cert.is_some();
     let state = AdminState {
         auth_off,
+        tls,
         api,
         templates: Arc::new(environment(auth_off, secrets_to_anyone)),
         sessions: Arc::new(tokio::sync::OnceCell::new()),
@@ -127,12 +132,14 @@ pub fn router(api: ApiState) -> Router {
         .with_state(state)
 }
 
-/// True when the request reached us through TLS (a terminating proxy says so).
-fn behind_tls(headers: &HeaderMap) -> bool {
-    headers
-        .get("x-forwarded-proto")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.trim().eq_ignore_ascii_case("https"))
+/// True when the request reached us through TLS: the listener's own, or a terminating proxy's
+/// (it says so).
+fn behind_tls(state: &AdminState, headers: &HeaderMap) -> bool {
+    state.tls
+        || headers
+            .get("x-forwarded-proto")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("https"))
 }
 
 fn cookie_header(value: &str, secure: bool, max_age: Option<u64>) -> HeaderValue {
@@ -243,7 +250,7 @@ async fn login_form(
     next: &str,
     error: Option<&str>,
 ) -> Response {
-    let secure = behind_tls(headers);
+    let secure = behind_tls(state, headers);
     let sessions = state.sessions().await;
     if state.auth_off {
         // No authentication, as for the API: a session (for CSRF tokens and messages) without
@@ -293,7 +300,7 @@ async fn login(
     headers: HeaderMap,
     Form(form): Form<HashMap<String, String>>,
 ) -> Response {
-    let secure = behind_tls(&headers);
+    let secure = behind_tls(&state, &headers);
     if state.auth_off {
         return Redirect::to("/admin/login").into_response();
     }
@@ -458,7 +465,7 @@ async fn logout(
     let mut response = Redirect::to("/admin/login").into_response();
     response
         .headers_mut()
-        .append(header::SET_COOKIE, cookie_header("", behind_tls(&headers), Some(0)));
+        .append(header::SET_COOKIE, cookie_header("", behind_tls(&state, &headers), Some(0)));
     response
 }
 

@@ -118,7 +118,7 @@ pub(super) async fn set_password(
             let mut response = Redirect::to("/admin/").into_response();
             response.headers_mut().append(
                 axum::http::header::SET_COOKIE,
-                super::cookie_header(&cookie, super::behind_tls(&headers), None),
+                super::cookie_header(&cookie, super::behind_tls(&state, &headers), None),
             );
             response
         }

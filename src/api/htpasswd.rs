@@ -88,15 +88,20 @@ pub fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
     written
 }
 
-/// The bcrypt cost of the one-time password. A cost protects guessable passwords; this one is
-/// random (about 99 bits), so a low cost loses nothing, and it keeps the hash (done before the
-/// API answers) at a few milliseconds rather than DEFAULT_COST's quarter second.
-const ONE_TIME_COST: u32 = 6;
+/// The bcrypt cost of the one-time password: 12, as for a password set on the admin page. The
+/// password is random (about 99 bits), but its hash sits on the data partition, and one cost
+/// for every entry leaves nothing to reason about (a quarter second, once per first start).
+const ONE_TIME_COST: u32 = 12;
 
 /// With `http_basic`, when [`needs_first_password`]: a new password for [`FIRST_USER`], its
 /// bcrypt in the htpasswd file (marked one-time), the password shown ([`show`]). The password
 /// itself is never logged. A file whose folder is missing fails at once, before any hash.
-pub fn ensure_first_password(config: &Config) -> std::io::Result<()> {
+/// `tls_fingerprint` (the API's certificate, `[api] tls_cert`) is shown beside it, with an
+/// `https://` address.
+pub fn ensure_first_password(
+    config: &Config,
+    tls_fingerprint: Option<&str>,
+) -> std::io::Result<()> {
     if config.api.auth_strategy != ApiAuthStrategy::HttpBasic {
         return Ok(());
     }
@@ -121,7 +126,7 @@ pub fn ensure_first_password(config: &Config) -> std::io::Result<()> {
     let password = new_password();
     let hash = bcrypt::hash(&password, ONE_TIME_COST).map_err(std::io::Error::other)?;
     write_atomic(path, &format!("{ONE_TIME_MARK}\n{FIRST_USER}:{hash}\n"))?;
-    let shown = show(config, &password);
+    let shown = show(config, &password, tls_fingerprint);
     tracing::warn!(
         user = FIRST_USER,
         file = %path.display(),
@@ -132,16 +137,21 @@ pub fn ensure_first_password(config: &Config) -> std::io::Result<()> {
 }
 
 /// Writes the one-time password to each of `[api] first_password_files` that can be opened
-/// (created 0600 when missing); answers those written.
-fn show(config: &Config, password: &str) -> Vec<String> {
+/// (created 0600 when missing), with the API certificate's fingerprint when it has one;
+/// answers those written.
+fn show(config: &Config, password: &str, tls_fingerprint: Option<&str>) -> Vec<String> {
     let port = config.api.listen.port();
+    let scheme = if tls_fingerprint.is_some() { "https" } else { "http" };
+    let certificate = tls_fingerprint
+        .map(|f| format!("  certificate SHA-256 fingerprint (check it in your browser): {f}\n"))
+        .unwrap_or_default();
     let mut shown = Vec::new();
     for path in &config.api.first_password_files {
         // In an /etc/issue.d file agetty prints `\4` as this box's IPv4 address.
         let host =
             if path.extension().is_some_and(|e| e == "issue") { "\\4" } else { "<this box>" };
         let text = format!(
-            "\nbootvol admin page: http://{host}:{port}/admin/\n  user: {FIRST_USER}\n  one-time password: {password}\n  (set a real password on the admin page: Password; until then a new one-time password replaces this one at every start)\n\n"
+            "\nbootvol admin page: {scheme}://{host}:{port}/admin/\n{certificate}  user: {FIRST_USER}\n  one-time password: {password}\n  (set a real password on the admin page: Password; until then a new one-time password replaces this one at every start)\n\n"
         );
         let written = std::fs::OpenOptions::new()
             .write(true)

@@ -23,6 +23,11 @@
 //! connection after the response; without the header a client that reuses it would see "Remote
 //! end closed connection without response".
 //!
+//! With TLS (`[api] tls_cert`), the handshake is one step between accept and the first request,
+//! with its own deadline (`header_timeout` from accept; a connection evicted or shut down
+//! meanwhile is dropped); after it the connection is fresh again and served as a plain one is.
+//! A client that speaks plain HTTP to a TLS listener fails the handshake and is closed.
+//!
 //! It knows nothing of the routes: it hands each request, with its client address as axum's
 //! `ConnectInfo<SocketAddr>`, to the router it was given.
 
@@ -74,6 +79,19 @@ pub async fn serve(
     router: Router,
     limits: ConnectionLimits,
     shutdown: CancellationToken,
+    heart: crate::liveness::Heart,
+) -> io::Result<()> {
+    serve_tls(name, listener, router, limits, None, shutdown, heart).await
+}
+
+/// [`serve`], each connection's TLS handshake first when `tls` is given.
+pub async fn serve_tls(
+    name: &'static str,
+    listener: TcpListener,
+    router: Router,
+    limits: ConnectionLimits,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    shutdown: CancellationToken,
     mut heart: crate::liveness::Heart,
 ) -> io::Result<()> {
     let registry = Arc::new(Registry::new(limits));
@@ -102,6 +120,7 @@ pub async fn serve(
                     limits,
                     registry: Arc::clone(&registry),
                     admitted,
+                    tls: tls.clone(),
                 };
                 tracker.spawn(connection.run());
             }
@@ -300,17 +319,74 @@ struct Connection {
     limits: ConnectionLimits,
     registry: Arc<Registry>,
     admitted: Admitted,
+    tls: Option<tokio_rustls::TlsAcceptor>,
 }
 
 impl Connection {
     async fn run(self) {
-        let Connection { stream, peer, router, limits, registry, admitted } = self;
-        let Admitted { id, activity, close } = admitted;
+        let Connection { stream, peer, router, limits, registry, admitted, tls } = self;
+        let watched = Watched { stream, activity: Arc::clone(&admitted.activity) };
+        match tls {
+            None => serve_http(TokioIo::new(watched), peer, router, limits, &admitted).await,
+            Some(acceptor) => {
+                if let Some(tls) = handshake(&acceptor, watched, peer, &limits, &admitted).await {
+                    serve_http(TokioIo::new(tls), peer, router, limits, &admitted).await;
+                }
+            }
+        }
+        registry.release(admitted.id);
+    }
+}
+
+/// The TLS handshake of a new connection, within `header_timeout` of accept; `None` (the
+/// connection is dropped) when it fails, stalls, or the connection is evicted or shut down.
+async fn handshake(
+    acceptor: &tokio_rustls::TlsAcceptor,
+    io: Watched,
+    peer: SocketAddr,
+    limits: &ConnectionLimits,
+    admitted: &Admitted,
+) -> Option<tokio_rustls::server::TlsStream<Watched>> {
+    let deadline = admitted.activity.since() + limits.header_timeout;
+    tokio::select! {
+        result = tokio::time::timeout_at(deadline.into(), acceptor.accept(io)) => match result {
+            Ok(Ok(stream)) => {
+                // The request's own clock starts now; until its first byte the connection is
+                // as quiet (and as evictable) as a fresh plain one.
+                admitted.activity.enter(Phase::Fresh);
+                Some(stream)
+            }
+            // Debug: a flood of these is bounded by the caps, not by the log.
+            Ok(Err(e)) => {
+                tracing::debug!(%peer, error = %e, "https: TLS handshake failed; connection closed");
+                None
+            }
+            Err(_) => {
+                tracing::debug!(%peer, "https: TLS handshake not done in time; connection closed");
+                None
+            }
+        },
+        () = admitted.close.cancelled() => None,
+    }
+}
+
+/// Serves HTTP/1 requests on `io` (the socket, or the TLS stream over it) until the connection
+/// ends, enforcing the phases' deadlines.
+async fn serve_http<I>(
+    io: I,
+    peer: SocketAddr,
+    router: Router,
+    limits: ConnectionLimits,
+    admitted: &Admitted,
+) where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    {
+        let Admitted { activity, close, .. } = admitted;
         let keep_alive =
             HeaderValue::from_str(&format!("timeout={}", limits.idle_timeout.as_secs()))
                 .unwrap_or(HeaderValue::from_static("timeout=1"));
-        let io = TokioIo::new(Watched { stream, activity: Arc::clone(&activity) });
-        let handler_activity = Arc::clone(&activity);
+        let handler_activity = Arc::clone(activity);
         let service = hyper::service::service_fn(move |request| {
             answer(router.clone(), request, peer, Arc::clone(&handler_activity), keep_alive.clone())
         });
@@ -368,7 +444,6 @@ impl Connection {
                 }
             }
         }
-        registry.release(id);
     }
 }
 

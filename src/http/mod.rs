@@ -16,6 +16,7 @@ mod boot;
 mod deploy;
 mod files;
 pub mod listener;
+pub mod tls;
 
 use std::sync::Arc;
 

@@ -20,6 +20,13 @@
 //! and reboots) is tried three times, then systemd-boot falls back to slot a; a good slot b is
 //! booted and marked good by systemd-bless-boot once bootvol has started.
 //!
+//! The API and admin page answer TLS only on port 6385 (issue 22, finding 10): the certificate
+//! the appliance made on first boot is fetched (`openssl s_client`) and must have the SHA-256
+//! fingerprint its console shows; every API call then trusts that certificate alone (curl
+//! `--cacert`); plain HTTP to 6385 gets no HTTP answer. The UEFI run logs in to the admin page
+//! with the console's one-time password, sets a real one there, and from then on the one-time
+//! password is refused and no new one is shown at the next boots.
+//!
 //! Without the image the tests skip, saying so, unless `BOOTVOL_REQUIRE_APPLIANCE=1` (CI), which
 //! makes a missing image a failure. Everything else is required as for the other boots
 //! (`BOOTVOL_REQUIRE_E2E=1`).
@@ -54,6 +61,9 @@ const NODES: [&str; 2] = ["e2e-appliance-node", "e2e-made-through-the-api"];
 
 const TOOLS: &[Need] = &[
     Need::Tool("curl", "curl"),
+    Need::Tool("openssl", "openssl"),
+    Need::Tool("signify-openbsd", "signify-openbsd"),
+    Need::Tool("mkfs.vfat", "dosfstools"),
     Need::Tool("mkfs.ext4", "e2fsprogs"),
     Need::Tool("mcopy", "mtools"),
     Need::Tool("mdir", "mtools"),
@@ -149,15 +159,50 @@ fn appliance_round(name: &'static str, firmware: Firmware) {
     let mut appliance = Appliance::start(e2e.dir.path(), &netns, firmware, &disk, 1);
     let ready = appliance.wait_for(SERVING, Duration::from_secs(150));
     eprintln!("{name}: appliance power-on -> bootvol serving: {:.1} s", ready.as_secs_f64());
+    if !seed_password {
+        // bootvol shows it at the console's login prompt (/etc/issue.d), once the getty is up.
+        appliance.wait_for("one-time password: ", Duration::from_secs(90));
+    }
+    let console = appliance.serial();
+    let fingerprint = shown_fingerprint(&console).unwrap_or_else(|| {
+        panic!("no certificate fingerprint on the console\n{}", appliance.report())
+    });
+    let cert = e2e.path("appliance-cert.pem");
+    let served = fetch_certificate(netns.name(), &cert);
+    assert_eq!(
+        served, fingerprint,
+        "the certificate served on 6385 is not the one the console shows"
+    );
     let password = if seed_password {
         ADMIN_PASSWORD.to_owned()
     } else {
-        one_time_password(&appliance.serial()).unwrap_or_else(|| {
+        let one_time = one_time_password(&console).unwrap_or_else(|| {
             panic!("no one-time password on the console\n{}", appliance.report())
-        })
+        });
+        let beside = console.lines().any(|l| l.contains("fingerprint") && l.contains(&fingerprint));
+        assert!(beside, "no fingerprint beside the one-time password\n{}", appliance.report());
+        one_time
     };
-    let api = Api { netns: netns.name().to_owned(), password };
+    let mut api = Api { netns: netns.name().to_owned(), password, cert, jar: e2e.path("cookies") };
     assert_eq!(api.request("GET", &format!("/v1/nodes/{}", NODES[0]), None).0, 200);
+    assert!(
+        api.plain_http_answers().is_none(),
+        "plain HTTP on 6385 got an HTTP answer\n{}",
+        appliance.report()
+    );
+    if !seed_password {
+        // The one-time password opens the admin page once, to set a real one.
+        let one_time = api.password.clone();
+        api.set_password_on_the_admin_page(&one_time, ADMIN_PASSWORD);
+        api.password = ADMIN_PASSWORD.to_owned();
+        assert_eq!(api.request("GET", &format!("/v1/nodes/{}", NODES[0]), None).0, 200);
+        let refused = Api { password: one_time, ..api.clone() };
+        assert_eq!(
+            refused.request("GET", "/v1/nodes", None).0,
+            401,
+            "the one-time password still works"
+        );
+    }
 
     // The node boots through the appliance.
     let vm = Vm::new(
@@ -191,11 +236,26 @@ fn appliance_round(name: &'static str, firmware: Firmware) {
     appliance.power_off(Duration::from_secs(60));
 
     if firmware == Firmware::Bios {
-        let mut appliance = Appliance::start(e2e.dir.path(), &netns, firmware, &disk, 2);
+        // With a stick labelled BOOTVOL-UPD holding a bundle signed by a key the image does not
+        // hold: refused, on the console, and nothing written.
+        let media = update_media(e2e.dir.path());
+        let mut appliance =
+            Appliance::start_with(e2e.dir.path(), &netns, firmware, &disk, 2, Some(&media));
         let ready = appliance.wait_for(SERVING, Duration::from_secs(150));
         eprintln!("{name}: second boot -> bootvol serving: {:.1} s", ready.as_secs_f64());
+        appliance.wait_for("update refused; nothing was changed", Duration::from_secs(120));
+        // A build with keys in image/update-keys/ says the first, one without the second.
+        let console = appliance.serial();
+        assert!(
+            console.contains("not signed by a key of this image")
+                || console.contains("holds no update signing key"),
+            "{}",
+            appliance.report()
+        );
         appliance.assert_kept(&api);
         appliance.power_off(Duration::from_secs(60));
+        let esp = Esp::new(&disk, e2e.dir.path());
+        assert_eq!(esp.entries(), ["bootvol-1.conf"], "a refused update wrote an entry");
         return;
     }
 
@@ -299,6 +359,56 @@ impl Esp {
         let name = format!("bootvol-{version}+3.conf");
         put(&name, entry.as_bytes(), &format!("::/loader/entries/{name}"));
     }
+}
+
+/// The API certificate's SHA-256 fingerprint as the console shows it (link-config's line, or
+/// bootvol's beside the one-time password): `AB:CD:...`.
+fn shown_fingerprint(console: &str) -> Option<String> {
+    console.lines().find_map(|line| {
+        let (_, rest) = line.split_once("SHA-256 fingerprint")?;
+        let hex = rest.split_whitespace().last()?;
+        (hex.len() == 95 && hex.chars().all(|c| c.is_ascii_hexdigit() || c == ':'))
+            .then(|| hex.to_owned())
+    })
+}
+
+/// The certificate the appliance serves on 6385 (`openssl s_client` in the namespace), written
+/// to `path` as PEM; its SHA-256 fingerprint.
+fn fetch_certificate(netns: &str, path: &Path) -> String {
+    let shown = run(command_in(Some(netns), "sh").args([
+        "-c",
+        &format!(
+            "openssl s_client -connect {APPLIANCE_IP}:6385 -servername bootvol < /dev/null 2> /dev/null | openssl x509"
+        ),
+    ]));
+    std::fs::write(path, &shown).unwrap();
+    let out = run(command("openssl")
+        .args(["x509", "-noout", "-fingerprint", "-sha256", "-in"])
+        .arg(path));
+    out.trim().split_once('=').expect("Fingerprint=").1.to_owned()
+}
+
+/// A FAT disk labelled BOOTVOL-UPD holding `bootvol-update.tar.sig` signed (signify-openbsd,
+/// `image/sign-update.sh`) with a key made here, which no image holds.
+fn update_media(dir: &Path) -> PathBuf {
+    let out = dir.join("update-out");
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(out.join("vmlinuz"), b"not a kernel").unwrap();
+    std::fs::write(out.join("initrd.img"), b"not an initramfs").unwrap();
+    std::fs::write(out.join("cmdline"), b"console=ttyS0\n").unwrap();
+    let (public, secret) = (dir.join("stranger.pub"), dir.join("stranger.sec"));
+    run(command("signify-openbsd").args(["-G", "-n", "-p"]).arg(&public).arg("-s").arg(&secret));
+    let sign = Path::new(env!("CARGO_MANIFEST_DIR")).join("image/sign-update.sh");
+    run(command(sign).arg(&secret).arg(&out));
+    let media = dir.join("update-media.img");
+    let _ = std::fs::remove_file(&media);
+    run(command("mkfs.vfat").args(["-C", "-n", "BOOTVOL-UPD"]).arg(&media).arg("8192"));
+    run(command("mcopy")
+        .arg("-i")
+        .arg(&media)
+        .arg(out.join("bootvol-update.tar.sig"))
+        .arg("::/bootvol-update.tar.sig"));
+    media
 }
 
 /// The password the appliance shows on its console on first boot.
@@ -410,6 +520,18 @@ struct Appliance {
 
 impl Appliance {
     fn start(dir: &Path, netns: &Netns, firmware: Firmware, disk: &Path, run_no: u32) -> Appliance {
+        Appliance::start_with(dir, netns, firmware, disk, run_no, None)
+    }
+
+    /// [`Appliance::start`], with a second disk (`media`: an update stick) when given.
+    fn start_with(
+        dir: &Path,
+        netns: &Netns,
+        firmware: Firmware,
+        disk: &Path,
+        run_no: u32,
+        media: Option<&Path>,
+    ) -> Appliance {
         let serial = dir.join(format!("appliance-serial-{run_no}.log"));
         let monitor = dir.join(format!("mon-{run_no}.sock"));
         let mut args: Vec<String> = vec![
@@ -437,6 +559,14 @@ impl Appliance {
             "-device".into(),
             format!("virtio-net-pci,netdev=n0,mac={APPLIANCE_MAC},romfile="),
         ];
+        if let Some(media) = media {
+            args.extend([
+                "-drive".into(),
+                format!("if=none,id=media,format=raw,readonly=on,file={}", media.display()),
+                "-device".into(),
+                "virtio-blk-pci,drive=media".into(),
+            ]);
+        }
         if firmware != Firmware::Bios {
             let vars = dir.join("appliance-ovmf-vars.fd");
             if !vars.exists() {
@@ -523,15 +653,77 @@ impl Appliance {
     }
 }
 
-/// The appliance's API, from the namespace (curl inside it), with the admin's credentials.
+/// The appliance's API, from the namespace (curl inside it), with the admin's credentials, over
+/// TLS trusting the certificate the console's fingerprint named (`cert`) and nothing else.
+#[derive(Clone)]
 struct Api {
     netns: String,
     password: String,
+    cert: PathBuf,
+    /// The admin page's cookies (curl's jar).
+    jar: PathBuf,
 }
 
 impl Api {
-    fn request(&self, method: &str, path: &str, body: Option<&str>) -> (u16, String) {
+    /// curl in the namespace, to `https://bootvol:6385` (the certificate's name) at the
+    /// appliance's address.
+    fn curl(&self) -> std::process::Command {
         let mut cmd = command_in(Some(&self.netns), "curl");
+        cmd.args(["--resolve", &format!("bootvol:6385:{APPLIANCE_IP}"), "--cacert"])
+            .arg(&self.cert);
+        cmd
+    }
+
+    /// What plain HTTP to port 6385 gets: `None` when no HTTP answer came.
+    fn plain_http_answers(&self) -> Option<String> {
+        let out = command_in(Some(&self.netns), "curl")
+            .args(["-sS", "--max-time", "10", "-o", "/dev/null", "-w", "%{http_code}"])
+            .arg(format!("http://{APPLIANCE_IP}:6385/v1/"))
+            .output()
+            .unwrap();
+        let code = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        (out.status.success() || code != "000").then_some(code)
+    }
+
+    /// An admin page form: (status, body), cookies kept in the jar.
+    fn page(&self, method: &str, path: &str, form: &[(&str, &str)]) -> (u16, String) {
+        let mut cmd = self.curl();
+        cmd.args(["-sS", "--max-time", "20", "-X", method, "-b"])
+            .arg(&self.jar)
+            .arg("-c")
+            .arg(&self.jar)
+            .args(["-w", "\n%{http_code}"]);
+        for (name, value) in form {
+            cmd.args(["--data-urlencode", &format!("{name}={value}")]);
+        }
+        cmd.arg(format!("https://bootvol:6385{path}"));
+        let out = run(&mut cmd);
+        let (body, code) = out.trim_end().rsplit_once('\n').unwrap_or(("", out.trim()));
+        (code.parse().unwrap_or(0), body.to_owned())
+    }
+
+    /// Logs in to the admin page with `current` and sets `new` on its password page.
+    fn set_password_on_the_admin_page(&self, current: &str, new: &str) {
+        let csrf = |body: &str| {
+            let (_, rest) = body.split_once("name=\"csrf\" value=\"").expect("a CSRF token");
+            rest.split('"').next().unwrap().to_owned()
+        };
+        let (status, body) = self.page("GET", "/admin/login", &[]);
+        assert_eq!(status, 200, "{body}");
+        let token = csrf(&body);
+        let form = [("csrf", token.as_str()), ("username", "admin"), ("password", current)];
+        let (status, body) = self.page("POST", "/admin/login", &form);
+        assert_eq!(status, 303, "logging in with the one-time password: {body}");
+        let (status, body) = self.page("GET", "/admin/password", &[]);
+        assert_eq!(status, 200, "{body}");
+        let token = csrf(&body);
+        let form = [("csrf", token.as_str()), ("current", current), ("new", new), ("again", new)];
+        let (status, body) = self.page("POST", "/admin/password", &form);
+        assert_eq!(status, 303, "setting the admin password: {body}");
+    }
+
+    fn request(&self, method: &str, path: &str, body: Option<&str>) -> (u16, String) {
+        let mut cmd = self.curl();
         cmd.args(["-sS", "--max-time", "20", "-X", method, "-u"])
             .arg(format!("admin:{}", self.password))
             .args(["-H", "Content-Type: application/json", "-w", "\n%{http_code}"])
@@ -540,7 +732,7 @@ impl Api {
         if let Some(body) = body {
             cmd.args(["--data", body]);
         }
-        cmd.arg(format!("http://{APPLIANCE_IP}:6385{path}"));
+        cmd.arg(format!("https://bootvol:6385{path}"));
         let out = run(&mut cmd);
         let (body, code) = out.trim_end().rsplit_once('\n').unwrap_or(("", out.trim()));
         (code.parse().unwrap_or(0), body.to_owned())

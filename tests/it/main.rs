@@ -3,6 +3,7 @@
 
 mod admin;
 mod api;
+mod appliance_scripts;
 mod cinder;
 mod cinder_support;
 mod cli;
@@ -27,4 +28,5 @@ mod serve;
 mod support;
 mod tftp;
 mod tidy;
+mod tls;
 mod validation;
