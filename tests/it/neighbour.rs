@@ -247,9 +247,22 @@ fn serve_on(lan: &Lan, nodes: Value) -> (Appliance, Serve, String) {
     serve_with_window(lan, nodes, 10)
 }
 
+/// Another build to attack instead of this one (`BOOTVOL_NEIGHBOUR_BIN`: an earlier commit's
+/// binary, to see these attacks succeed there); its configuration leaves out the keys it may not
+/// know (`[boot] secret_window_seconds`).
+#[allow(clippy::disallowed_methods)] // the test suite's own switch
+fn other_build() -> Option<String> {
+    std::env::var("BOOTVOL_NEIGHBOUR_BIN").ok().filter(|b| !b.is_empty())
+}
+
 /// `bootvol serve` in the server's namespace on `lan`, with boot windows of `window` seconds.
 fn serve_with_window(lan: &Lan, nodes: Value, window: u64) -> (Appliance, Serve, String) {
     let server = lan.server_ip();
+    let boot = if other_build().is_some() {
+        String::new()
+    } else {
+        format!("[boot]\nsecret_window_seconds = {window}\n")
+    };
     let app = Appliance::with_config(|dir| {
         std::fs::create_dir_all(dir.join("files")).unwrap();
         std::fs::write(dir.join("files/undionly.kpxe"), b"not really ipxe").unwrap();
@@ -269,9 +282,7 @@ root = "{dir}/files"
 [api]
 listen = "127.0.0.1:6385"
 auth_strategy = "noauth"
-[boot]
-secret_window_seconds = {window}
-[conductor]
+{boot}[conductor]
 power_sync_interval = 3600
 "#,
             dir = dir.display(),
@@ -282,7 +293,8 @@ power_sync_interval = 3600
     deploy_files(&app.path("files"));
     let serve = app.command(&["serve"]);
     let mut command = tool("ip");
-    command.args(["netns", "exec", &lan.server]).arg(serve.get_program()).args(serve.get_args());
+    let program = other_build().map_or_else(|| serve.get_program().to_owned(), Into::into);
+    command.args(["netns", "exec", &lan.server]).arg(program).args(serve.get_args());
     let log = std::fs::File::create(app.path("serve.log")).unwrap();
     let serve = Serve(command.stdout(Stdio::null()).stderr(log).spawn().unwrap());
     let base = format!("http://{server}:8080");
