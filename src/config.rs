@@ -68,8 +68,11 @@ pub struct MetricsSection {
 impl MetricsSection {
     /// The metrics listener's limits: a scraper or two, with the API's timeouts.
     pub fn connection_limits(&self) -> ConnectionLimits {
-        let (header, idle, _, _) = DEFAULT_LIMITS;
-        ConnectionLimits::of(header, idle, METRICS_MAX_CONNECTIONS, METRICS_MAX_CONNECTIONS / 4)
+        ConnectionLimits {
+            max_connections: METRICS_MAX_CONNECTIONS,
+            max_connections_per_client: METRICS_MAX_CONNECTIONS / 4,
+            ..ConnectionLimits::DEFAULT
+        }
     }
 
     fn connections(&self) -> usize {
@@ -256,7 +259,15 @@ pub struct HttpSection {
     pub header_timeout: u64,
     /// Seconds a keep-alive connection may stay idle between requests.
     pub idle_timeout: u64,
-    /// Connections open at once; past it the one idle the longest is closed, else the new one.
+    /// Seconds a request's body has to arrive in full (from the end of its headers); past it a
+    /// body still arriving goes on only while it averages `body_min_rate`.
+    pub body_timeout: u64,
+    /// Bytes a second a request body must average to go on past `body_timeout` (0: never).
+    pub body_min_rate: u64,
+    /// Seconds a response may go without the client taking any of it; then it is cut.
+    pub send_timeout: u64,
+    /// Connections open at once; past it the one idle or stalled the longest is closed, else
+    /// the new one.
     pub max_connections: usize,
     /// Connections open at once from one client address; past it a new one is closed at once.
     pub max_connections_per_client: usize,
@@ -270,6 +281,9 @@ impl Default for HttpSection {
             files_root: PathBuf::from("/var/lib/bootvol/files"),
             header_timeout: DEFAULT_LIMITS.0,
             idle_timeout: DEFAULT_LIMITS.1,
+            body_timeout: DEFAULT_DEADLINES.0,
+            body_min_rate: DEFAULT_DEADLINES.1,
+            send_timeout: DEFAULT_DEADLINES.2,
             max_connections: DEFAULT_LIMITS.2,
             max_connections_per_client: DEFAULT_LIMITS.3,
         }
@@ -280,38 +294,60 @@ impl Default for HttpSection {
 /// defaults on both HTTP listeners.
 const DEFAULT_LIMITS: (u64, u64, usize, usize) = (10, 60, 400, 64);
 
+/// `body_timeout` (seconds), `body_min_rate` (bytes a second), `send_timeout` (seconds): the
+/// same defaults on both HTTP listeners.
+const DEFAULT_DEADLINES: (u64, u64, u64) = (10, 512, 30);
+
 /// What one HTTP listener (`[http]` or `[api]`) allows each connection and each client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConnectionLimits {
     pub header_timeout: Duration,
     pub idle_timeout: Duration,
+    pub body_timeout: Duration,
+    /// Bytes a second; 0: a body never goes on past `body_timeout`.
+    pub body_min_rate: u64,
+    pub send_timeout: Duration,
     pub max_connections: usize,
     pub max_connections_per_client: usize,
 }
 
 impl ConnectionLimits {
-    /// The limits of a listener's section (`[http]` and `[api]` spell them alike).
-    fn of(header_timeout: u64, idle_timeout: u64, max: usize, per_client: usize) -> Self {
+    /// The defaults of `[http]` and `[api]`.
+    pub const DEFAULT: ConnectionLimits = ConnectionLimits {
+        header_timeout: Duration::from_secs(DEFAULT_LIMITS.0),
+        idle_timeout: Duration::from_secs(DEFAULT_LIMITS.1),
+        body_timeout: Duration::from_secs(DEFAULT_DEADLINES.0),
+        body_min_rate: DEFAULT_DEADLINES.1,
+        send_timeout: Duration::from_secs(DEFAULT_DEADLINES.2),
+        max_connections: DEFAULT_LIMITS.2,
+        max_connections_per_client: DEFAULT_LIMITS.3,
+    };
+}
+
+/// The limits of a listener's section (`[http]` and `[api]` spell them alike).
+macro_rules! connection_limits {
+    ($section:expr) => {
         ConnectionLimits {
-            header_timeout: Duration::from_secs(header_timeout),
-            idle_timeout: Duration::from_secs(idle_timeout),
-            max_connections: max,
-            max_connections_per_client: per_client,
+            header_timeout: Duration::from_secs($section.header_timeout),
+            idle_timeout: Duration::from_secs($section.idle_timeout),
+            body_timeout: Duration::from_secs($section.body_timeout),
+            body_min_rate: $section.body_min_rate,
+            send_timeout: Duration::from_secs($section.send_timeout),
+            max_connections: $section.max_connections,
+            max_connections_per_client: $section.max_connections_per_client,
         }
-    }
+    };
 }
 
 impl HttpSection {
     pub fn connection_limits(&self) -> ConnectionLimits {
-        let (max, per_client) = (self.max_connections, self.max_connections_per_client);
-        ConnectionLimits::of(self.header_timeout, self.idle_timeout, max, per_client)
+        connection_limits!(self)
     }
 }
 
 impl ApiSection {
     pub fn connection_limits(&self) -> ConnectionLimits {
-        let (max, per_client) = (self.max_connections, self.max_connections_per_client);
-        ConnectionLimits::of(self.header_timeout, self.idle_timeout, max, per_client)
+        connection_limits!(self)
     }
 }
 
@@ -380,6 +416,9 @@ pub struct ApiSection {
     /// As in `[http]`.
     pub header_timeout: u64,
     pub idle_timeout: u64,
+    pub body_timeout: u64,
+    pub body_min_rate: u64,
+    pub send_timeout: u64,
     pub max_connections: usize,
     pub max_connections_per_client: usize,
 }
@@ -400,6 +439,9 @@ impl Default for ApiSection {
             loopback_listen: None,
             header_timeout: DEFAULT_LIMITS.0,
             idle_timeout: DEFAULT_LIMITS.1,
+            body_timeout: DEFAULT_DEADLINES.0,
+            body_min_rate: DEFAULT_DEADLINES.1,
+            send_timeout: DEFAULT_DEADLINES.2,
             max_connections: DEFAULT_LIMITS.2,
             max_connections_per_client: DEFAULT_LIMITS.3,
         }
@@ -721,16 +763,35 @@ fn check_connection_limits(
     limits: &ConnectionLimits,
 ) -> Result<(), (&'static str, String)> {
     let key = |name: &str| -> &'static str {
-        match (section, name) {
-            ("http", "header_timeout") => "http.header_timeout",
-            ("http", "idle_timeout") => "http.idle_timeout",
-            ("http", "max_connections") => "http.max_connections",
-            ("http", _) => "http.max_connections_per_client",
-            (_, "header_timeout") => "api.header_timeout",
-            (_, "idle_timeout") => "api.idle_timeout",
-            (_, "max_connections") => "api.max_connections",
-            _ => "api.max_connections_per_client",
-        }
+        const KEYS: [&str; 7] = [
+            "header_timeout",
+            "idle_timeout",
+            "body_timeout",
+            "body_min_rate",
+            "send_timeout",
+            "max_connections",
+            "max_connections_per_client",
+        ];
+        const HTTP: [&str; 7] = [
+            "http.header_timeout",
+            "http.idle_timeout",
+            "http.body_timeout",
+            "http.body_min_rate",
+            "http.send_timeout",
+            "http.max_connections",
+            "http.max_connections_per_client",
+        ];
+        const API: [&str; 7] = [
+            "api.header_timeout",
+            "api.idle_timeout",
+            "api.body_timeout",
+            "api.body_min_rate",
+            "api.send_timeout",
+            "api.max_connections",
+            "api.max_connections_per_client",
+        ];
+        let i = KEYS.iter().position(|k| *k == name).unwrap_or(KEYS.len() - 1);
+        if section == "http" { HTTP[i] } else { API[i] }
     };
     let header = limits.header_timeout.as_secs();
     if !(1..=300).contains(&header) {
@@ -739,6 +800,21 @@ fn check_connection_limits(
     let idle = limits.idle_timeout.as_secs();
     if !(1..=3600).contains(&idle) {
         return Err((key("idle_timeout"), format!("{idle} is not between 1 and 3600 seconds")));
+    }
+    let body = limits.body_timeout.as_secs();
+    if !(1..=3600).contains(&body) {
+        return Err((key("body_timeout"), format!("{body} is not between 1 and 3600 seconds")));
+    }
+    // A guard against typos: no client keeps up a gigabyte a second.
+    if limits.body_min_rate > 1_000_000_000 {
+        return Err((
+            key("body_min_rate"),
+            format!("{} is more than 1000000000 bytes a second", limits.body_min_rate),
+        ));
+    }
+    let send = limits.send_timeout.as_secs();
+    if !(1..=3600).contains(&send) {
+        return Err((key("send_timeout"), format!("{send} is not between 1 and 3600 seconds")));
     }
     if limits.max_connections == 0 {
         return Err((key("max_connections"), "must be at least 1".into()));
@@ -1266,6 +1342,11 @@ mod tests {
             ("[api]\nhttp_basic_auth_user_file = \"htpasswd\"\n", "api.http_basic_auth_user_file"),
             ("[http]\nheader_timeout = 0\n", "http.header_timeout"),
             ("[api]\nidle_timeout = 0\n", "api.idle_timeout"),
+            ("[http]\nbody_timeout = 0\n", "http.body_timeout"),
+            ("[api]\nbody_timeout = 3601\n", "api.body_timeout"),
+            ("[http]\nbody_min_rate = 1000000001\n", "http.body_min_rate"),
+            ("[api]\nsend_timeout = 0\n", "api.send_timeout"),
+            ("[http]\nsend_timeout = 3601\n", "http.send_timeout"),
             ("[http]\nmax_connections = 0\n", "http.max_connections"),
             ("[api]\nmax_connections = 10\n", "api.max_connections_per_client"),
             ("[tftp]\nmax_transfers = 0\n", "tftp.max_transfers"),

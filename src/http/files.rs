@@ -2,6 +2,10 @@
 //! binaries under `[tftp] root`, for UEFI HTTP Boot, whose firmware needs Content-Length), both
 //! confined by `files::FileRoot`, with Content-Length, Range and HEAD (tower-http's `ServeFile`
 //! answers once the path is resolved and confined here).
+//!
+//! A response streams: the file is read `CHUNK` bytes at a time, each read only when hyper asks
+//! for more (it stops asking while `http::listener::MAX_BUF` bytes wait for the socket), so a
+//! client that does not read holds a bounded amount of memory, until `send_timeout` cuts it.
 
 use std::sync::Arc;
 
@@ -17,6 +21,9 @@ use tower_http::services::ServeFile;
 use super::BootState;
 use crate::files::{FileError, FileRoot};
 use crate::logging::Peer;
+
+/// Bytes of a file read at a time (tower-http's default is 64 KiB).
+pub(super) const CHUNK: usize = 8 * 1024;
 
 /// `/files/<path>`: under `[http] files_root`.
 pub(super) async fn serve(
@@ -77,7 +84,7 @@ async fn serve_under(
         .get(axum::http::header::RANGE)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
-    match ServeFile::new(file).oneshot(request).await {
+    match ServeFile::new(file).with_buf_chunk_size(CHUNK).oneshot(request).await {
         Ok(response) => {
             tracing::info!(client = %Peer(client), %method, path, status = response.status().as_u16(), range, "file");
             response.into_response()

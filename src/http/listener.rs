@@ -1,22 +1,37 @@
-//! The accept loop of both HTTP listeners (boot and API): connection caps, header and idle
-//! timeouts, and draining on shutdown, in front of an axum `Router`.
+//! The accept loop of both HTTP listeners (boot and API, and the metrics listener): connection
+//! caps, a deadline for every phase of a connection, and draining on shutdown, in front of an
+//! axum `Router`.
 //!
 //! Why not `axum::serve`: it has no timer at all, so one host could hold every descriptor with
 //! idle or trickling connections. Here each connection is served by hyper's HTTP/1 machinery on
 //! its own task, and a registry at the accept side knows, for every open connection, its client
-//! address and its phase:
+//! (an IPv4 address, or an IPv6 /64 prefix: `client_key`) and its phase, each with a deadline
+//! (`deadline`):
 //!
 //! - *fresh* (accepted, nothing received yet) and *headers* (a request's first bytes arrived,
 //!   not yet all of its headers): closed when `header_timeout` passes;
-//! - *busy* (a request is being answered, until its response body was handed to the socket): never
-//!   timed out;
+//! - *body* (the headers are in, the body is not all received): cut when `body_timeout` has
+//!   passed since the headers, unless the body has averaged at least `body_min_rate` bytes a
+//!   second since then (a large upload that keeps its pace goes on);
+//! - *busy* (the handler is working, the request all received): never timed out, the client is
+//!   not the one being waited on;
+//! - *sending* (the response is being written): cut when the client has taken nothing of it for
+//!   `send_timeout`;
 //! - *idle* (a keep-alive connection between requests): closed when `idle_timeout` passes, with
 //!   one second of grace after what the `Keep-Alive: timeout=` header of every response announced.
 //!
 //! Over `max_connections_per_client` a new connection is closed at once; over `max_connections`
-//! the connection idle (fresh or between requests) the longest is closed to make room, and the
-//! new one is refused only when none is idle. A connection is only ever closed between requests
-//! (or before its first), never under a request being read or answered.
+//! one is closed to make room (`victim`): of the client holding the most connections, the one
+//! quiet (fresh or idle) or stalled (waiting on its client for headers, a body or to take a
+//! response) the longest, counted from the last byte it moved (`evictable_since`). The new one is
+//! refused only when every connection is busy (its handler working). A quiet connection closes
+//! gracefully; one in the middle of a request is cut where it stands. So a host that holds many
+//! stalled connections loses them first, and a client with one connection making progress
+//! keeps it.
+//!
+//! What a connection holds in memory is bounded: hyper buffers at most `MAX_BUF` bytes of a
+//! response beyond what the socket took (and reads headers into the same bound), and `/files/`
+//! reads a file in chunks of `http::files::CHUNK` only as hyper asks for them.
 //!
 //! Keep-alive is only offered when it is safe: a response sent before its request's body was read
 //! to the end (a refusal before the body, a 413) says `Connection: close`, as hyper closes such a
@@ -34,7 +49,7 @@
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::io;
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -63,6 +78,14 @@ const IDLE_GRACE: Duration = Duration::from_secs(1);
 /// How long a quiet connection told to close (idle too long, evicted, shutdown) may take to
 /// close before it is dropped.
 const CLOSE_GRACE: Duration = Duration::from_secs(2);
+
+/// The longest a connection sleeps before it looks at its phase again (phases change without
+/// waking its task).
+const TICK: Duration = Duration::from_secs(1);
+
+/// hyper's buffer bound per connection: request headers (64 KiB at most) and the response bytes
+/// queued beyond what the socket took.
+pub const MAX_BUF: usize = 16 * 1024;
 
 /// Pause after a failed `accept` (out of descriptors, most likely) so that it cannot spin.
 const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(100);
@@ -111,7 +134,7 @@ pub async fn serve_tls(
                 continue;
             }
         };
-        match registry.admit(peer.ip(), &shutdown) {
+        match registry.admit(client_key(peer.ip()), &shutdown) {
             Ok(admitted) => {
                 let connection = Connection {
                     stream,
@@ -141,14 +164,29 @@ enum Refusal {
     Full,
 }
 
+/// What the per-client cap counts a connection's address as: an IPv4 address (IPv4-mapped IPv6
+/// included) as itself, an IPv6 address by its /64 prefix (one host, or one LAN, gets a whole
+/// /64 and can pick any address in it).
+fn client_key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(v4) => IpAddr::V4(v4),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(Ipv6Addr::from(v6.to_bits() & !u128::from(u64::MAX))),
+        },
+    }
+}
+
 /// What a connection is doing, as the registry sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
 enum Phase {
     Fresh = 0,
     Headers = 1,
-    Busy = 2,
-    Idle = 3,
+    Body = 2,
+    Busy = 3,
+    Sending = 4,
+    Idle = 5,
 }
 
 impl Phase {
@@ -156,7 +194,9 @@ impl Phase {
         match value {
             0 => Phase::Fresh,
             1 => Phase::Headers,
-            2 => Phase::Busy,
+            2 => Phase::Body,
+            3 => Phase::Busy,
+            4 => Phase::Sending,
             _ => Phase::Idle,
         }
     }
@@ -165,22 +205,89 @@ impl Phase {
     fn quiet(self) -> bool {
         matches!(self, Phase::Fresh | Phase::Idle)
     }
+
+    /// In the middle of a request, waiting on the client (to send its headers or body, to take
+    /// the answer).
+    fn waits_on_client(self) -> bool {
+        matches!(self, Phase::Headers | Phase::Body | Phase::Sending)
+    }
+}
+
+/// A connection's phase as of one moment: what the deadlines are decided from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct State {
+    phase: Phase,
+    /// When the phase began.
+    since: Instant,
+    /// When the last byte was received or sent (at least `since`).
+    progress: Instant,
+    /// Bytes of the request body received (in `Body`).
+    body_received: u64,
+}
+
+/// When a connection in `state` is cut (or, idle, closed), or `None` while its handler works.
+fn deadline(state: &State, limits: &ConnectionLimits) -> Option<Instant> {
+    match state.phase {
+        Phase::Fresh | Phase::Headers => Some(state.since + limits.header_timeout),
+        Phase::Body => {
+            // The time the bytes received so far buy at the minimum rate.
+            let earned = match limits.body_min_rate {
+                0 => Duration::ZERO,
+                rate => Duration::from_millis(state.body_received.saturating_mul(1000) / rate),
+            };
+            Some(state.since + limits.body_timeout.max(earned))
+        }
+        Phase::Busy => None,
+        Phase::Sending => Some(state.progress.max(state.since) + limits.send_timeout),
+        Phase::Idle => Some(state.since + limits.idle_timeout + IDLE_GRACE),
+    }
+}
+
+/// Since when a connection in `state` may be closed to make room: a quiet one since its phase
+/// began, one waiting on its client (headers, body, response) since the last byte it moved;
+/// `None` while its handler works.
+fn evictable_since(state: &State) -> Option<Instant> {
+    match state.phase {
+        phase if phase.quiet() => Some(state.since),
+        Phase::Busy => None,
+        _ => Some(state.progress.max(state.since)),
+    }
+}
+
+/// The connection to close to make room: of the client holding the most connections, the one
+/// that moved nothing for the longest. `candidates`: (id, client's open connections, since when
+/// evictable).
+fn victim(candidates: impl Iterator<Item = (u64, usize, Instant)>) -> Option<u64> {
+    candidates
+        .min_by_key(|&(id, held, since)| (std::cmp::Reverse(held), since, id))
+        .map(|(id, ..)| id)
 }
 
 /// A connection's phase and when it began, shared by its task, its socket wrapper, its request
-/// handler and the registry (which reads it to pick the connection idle the longest).
+/// handler and the registry (which reads it to pick the connection to evict).
 #[derive(Debug)]
 struct Activity {
     epoch: Instant,
     phase: AtomicU8,
     /// Nanoseconds from `epoch` to the start of the phase.
     since: AtomicU64,
+    /// Nanoseconds from `epoch` to the last byte read or written.
+    progress: AtomicU64,
+    body_received: AtomicU64,
+    /// Closed by the registry to make room (not by shutdown).
+    evicted: AtomicBool,
 }
 
 impl Activity {
     fn new(epoch: Instant) -> Activity {
-        let activity =
-            Activity { epoch, phase: AtomicU8::new(Phase::Fresh as u8), since: AtomicU64::new(0) };
+        let activity = Activity {
+            epoch,
+            phase: AtomicU8::new(Phase::Fresh as u8),
+            since: AtomicU64::new(0),
+            progress: AtomicU64::new(0),
+            body_received: AtomicU64::new(0),
+            evicted: AtomicBool::new(false),
+        };
         activity.enter(Phase::Fresh);
         activity
     }
@@ -189,30 +296,68 @@ impl Activity {
         Phase::from_u8(self.phase.load(Ordering::Acquire))
     }
 
-    fn since(&self) -> Instant {
-        self.epoch + Duration::from_nanos(self.since.load(Ordering::Acquire))
+    fn nanos_now(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    fn state(&self) -> State {
+        let at =
+            |nanos: &AtomicU64| self.epoch + Duration::from_nanos(nanos.load(Ordering::Acquire));
+        State {
+            phase: self.phase(),
+            since: at(&self.since),
+            progress: at(&self.progress),
+            body_received: self.body_received.load(Ordering::Acquire),
+        }
     }
 
     fn enter(&self, phase: Phase) {
-        let nanos = u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        let nanos = self.nanos_now();
         self.since.store(nanos, Ordering::Release);
+        self.progress.store(nanos, Ordering::Release);
+        self.body_received.store(0, Ordering::Release);
         self.phase.store(phase as u8, Ordering::Release);
     }
 
-    /// Bytes arrived: a request is starting, if none was.
+    /// Bytes arrived: a request is starting, if none was, or its headers or body are moving.
     fn received(&self) {
-        if self.phase().quiet() {
-            self.enter(Phase::Headers);
+        match self.phase() {
+            phase if phase.quiet() => self.enter(Phase::Headers),
+            Phase::Headers | Phase::Body => self.progressed(),
+            // Bytes of a pipelined request do not make up for a response not taken.
+            _ => {}
         }
     }
 
-    /// When the current phase runs out, or `None` when it cannot (busy).
-    fn deadline(&self, limits: &ConnectionLimits) -> Option<Instant> {
-        match self.phase() {
-            Phase::Fresh | Phase::Headers => Some(self.since() + limits.header_timeout),
-            Phase::Idle => Some(self.since() + limits.idle_timeout + IDLE_GRACE),
-            Phase::Busy => None,
+    /// The socket took bytes: a response is moving.
+    fn sent(&self) {
+        if self.phase() == Phase::Sending {
+            self.progressed();
         }
+    }
+
+    fn progressed(&self) {
+        self.progress.store(self.nanos_now(), Ordering::Release);
+    }
+
+    /// Bytes of the request body reached the handler.
+    fn body_bytes(&self, count: usize) {
+        self.body_received.fetch_add(count as u64, Ordering::AcqRel);
+    }
+
+    /// The body was received to its end: the handler, not the client, is waited on.
+    fn body_done(&self) {
+        if self.phase() == Phase::Body {
+            self.enter(Phase::Busy);
+        }
+    }
+
+    fn deadline(&self, limits: &ConnectionLimits) -> Option<Instant> {
+        deadline(&self.state(), limits)
+    }
+
+    fn evictable_since(&self) -> Option<Instant> {
+        evictable_since(&self.state())
     }
 }
 
@@ -261,7 +406,7 @@ impl Registry {
         self.lock().open.len()
     }
 
-    /// Makes room for a connection from `client`, evicting the connection idle the longest if
+    /// Makes room for a connection from `client` (a `client_key`), evicting one (`victim`) if
     /// the listener is full, or refuses it.
     fn admit(&self, client: IpAddr, shutdown: &CancellationToken) -> Result<Admitted, Refusal> {
         let mut inner = self.lock();
@@ -271,14 +416,13 @@ impl Registry {
             return Err(Refusal::PerClient);
         }
         if inner.open.len() >= self.limits.max_connections {
-            let oldest_idle = inner
-                .open
-                .iter()
-                .filter(|(_, entry)| entry.activity.phase().quiet())
-                .min_by_key(|(_, entry)| entry.activity.since())
-                .map(|(id, _)| *id);
-            let Some(victim) = oldest_idle else { return Err(Refusal::Full) };
+            let candidates = inner.open.iter().filter_map(|(id, entry)| {
+                let held = inner.per_client.get(&entry.client).copied().unwrap_or(0);
+                Some((*id, held, entry.activity.evictable_since()?))
+            });
+            let Some(victim) = victim(candidates) else { return Err(Refusal::Full) };
             if let Some(entry) = inner.remove(victim) {
+                entry.activity.evicted.store(true, Ordering::Release);
                 entry.close.cancel();
             }
         }
@@ -347,7 +491,7 @@ async fn handshake(
     limits: &ConnectionLimits,
     admitted: &Admitted,
 ) -> Option<tokio_rustls::server::TlsStream<Watched>> {
-    let deadline = admitted.activity.since() + limits.header_timeout;
+    let deadline = admitted.activity.state().since + limits.header_timeout;
     tokio::select! {
         result = tokio::time::timeout_at(deadline.into(), acceptor.accept(io)) => match result {
             Ok(Ok(stream)) => {
@@ -391,7 +535,7 @@ async fn serve_http<I>(
             answer(router.clone(), request, peer, Arc::clone(&handler_activity), keep_alive.clone())
         });
         let mut builder = hyper::server::conn::http1::Builder::new();
-        builder.keep_alive(true);
+        builder.keep_alive(true).max_buf_size(MAX_BUF);
         let connection = builder.serve_connection(io, service);
         tokio::pin!(connection);
         let mut closing = false;
@@ -399,10 +543,12 @@ async fn serve_http<I>(
         // closes a quiet one at once; this only bounds a client that stopped reading).
         let mut give_up: Option<Instant> = None;
         loop {
-            // Busy: look again later (the phase changes without waking this task).
-            let wake = give_up
-                .or_else(|| activity.deadline(&limits))
-                .unwrap_or_else(|| Instant::now() + limits.header_timeout);
+            let now = Instant::now();
+            let wake = [give_up, activity.deadline(&limits), Some(now + TICK)]
+                .into_iter()
+                .flatten()
+                .min()
+                .unwrap_or(now + TICK);
             tokio::select! {
                 result = connection.as_mut() => {
                     if let Err(e) = result {
@@ -411,11 +557,16 @@ async fn serve_http<I>(
                     break;
                 }
                 () = close.cancelled(), if !closing => {
+                    let phase = activity.phase();
+                    if phase.waits_on_client() && activity.evicted.load(Ordering::Acquire) {
+                        tracing::debug!(%peer, ?phase, "http: connection in a request cut to make room");
+                        break;
+                    }
                     // Evicted, or shutdown: a quiet connection closes now, a busy one after its
                     // answer (hyper adds `Connection: close`).
                     connection.as_mut().graceful_shutdown();
                     closing = true;
-                    if activity.phase().quiet() {
+                    if phase.quiet() {
                         give_up = Some(Instant::now() + CLOSE_GRACE);
                     }
                 }
@@ -428,16 +579,25 @@ async fn serve_http<I>(
                     if now < deadline {
                         continue;
                     }
+                    // Debug: a flood of these is bounded by the caps, not by the log.
                     match activity.phase() {
-                        Phase::Idle => {
+                        Phase::Idle if !closing => {
                             tracing::debug!(%peer, "http: idle keep-alive connection closed");
                             connection.as_mut().graceful_shutdown();
                             closing = true;
                             give_up = Some(now + CLOSE_GRACE);
                         }
-                        // Debug: a flood of these is bounded by the caps, not by the log.
-                        phase => {
-                            tracing::debug!(%peer, ?phase, "http: request headers not received in time; connection closed");
+                        Phase::Idle | Phase::Busy => {}
+                        Phase::Fresh | Phase::Headers => {
+                            tracing::debug!(%peer, "http: request headers not received in time; connection closed");
+                            break;
+                        }
+                        Phase::Body => {
+                            tracing::debug!(%peer, "http: request body not received in time; connection cut");
+                            break;
+                        }
+                        Phase::Sending => {
+                            tracing::debug!(%peer, "http: response not taken in time; connection cut");
                             break;
                         }
                     }
@@ -456,14 +616,20 @@ async fn answer(
     activity: Arc<Activity>,
     keep_alive: HeaderValue,
 ) -> Result<Response<Body>, Infallible> {
-    activity.enter(Phase::Busy);
+    let empty = hyper::body::Body::is_end_stream(request.body());
+    activity.enter(if empty { Phase::Busy } else { Phase::Body });
     let client_keeps_alive = wants_keep_alive(&request);
-    let read_to_end = Arc::new(AtomicBool::new(hyper::body::Body::is_end_stream(request.body())));
+    let read_to_end = Arc::new(AtomicBool::new(empty));
     let mut request = request.map(|incoming| {
-        Body::new(TrackedRequestBody { inner: incoming, read_to_end: Arc::clone(&read_to_end) })
+        Body::new(TrackedRequestBody {
+            inner: incoming,
+            read_to_end: Arc::clone(&read_to_end),
+            activity: Arc::clone(&activity),
+        })
     });
     request.extensions_mut().insert(ConnectInfo(peer));
     let Ok(mut response) = router.oneshot(request).await;
+    activity.enter(Phase::Sending);
     let headers = response.headers_mut();
     if !read_to_end.load(Ordering::Acquire) {
         // hyper closes a connection whose request body was not read to the end: say so.
@@ -491,7 +657,7 @@ fn wants_keep_alive<B>(request: &Request<B>) -> bool {
 }
 
 /// The socket, noting the first bytes of each request (that is when `header_timeout` starts
-/// for a keep-alive connection).
+/// for a keep-alive connection) and every byte moved either way (what tells a stalled client).
 struct Watched {
     stream: TcpStream,
     activity: Arc<Activity>,
@@ -518,7 +684,11 @@ impl AsyncWrite for Watched {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write(cx, buf)
+        let polled = Pin::new(&mut self.stream).poll_write(cx, buf);
+        if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
+            self.activity.sent();
+        }
+        polled
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -534,7 +704,11 @@ impl AsyncWrite for Watched {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
+        let polled = Pin::new(&mut self.stream).poll_write_vectored(cx, bufs);
+        if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
+            self.activity.sent();
+        }
+        polled
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -542,10 +716,11 @@ impl AsyncWrite for Watched {
     }
 }
 
-/// A request body that records whether it was read to its end.
+/// A request body that records whether it was read to its end, and counts its bytes.
 struct TrackedRequestBody {
     inner: Incoming,
     read_to_end: Arc<AtomicBool>,
+    activity: Arc<Activity>,
 }
 
 impl hyper::body::Body for TrackedRequestBody {
@@ -557,8 +732,14 @@ impl hyper::body::Body for TrackedRequestBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
         let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        if let Poll::Ready(Some(Ok(frame))) = &polled
+            && let Some(data) = frame.data_ref()
+        {
+            self.activity.body_bytes(data.len());
+        }
         if matches!(polled, Poll::Ready(None)) || self.inner.is_end_stream() {
             self.read_to_end.store(true, Ordering::Release);
+            self.activity.body_done();
         }
         polled
     }
@@ -664,10 +845,9 @@ mod tests {
 
     fn limits(max: usize, per_client: usize) -> ConnectionLimits {
         ConnectionLimits {
-            header_timeout: Duration::from_secs(10),
-            idle_timeout: Duration::from_secs(60),
             max_connections: max,
             max_connections_per_client: per_client,
+            ..ConnectionLimits::DEFAULT
         }
     }
 
@@ -743,5 +923,90 @@ mod tests {
         assert_eq!(activity.deadline(&limits), None);
         activity.enter(Phase::Idle);
         assert!(activity.deadline(&limits).unwrap() > Instant::now() + limits.header_timeout);
+    }
+
+    fn state(phase: Phase, since: Instant, progress: Instant, body_received: u64) -> State {
+        State { phase, since, progress, body_received }
+    }
+
+    #[test]
+    fn every_phase_but_busy_has_a_deadline() {
+        let limits = limits(1, 1);
+        let t0 = Instant::now();
+        let later = |secs| t0 + Duration::from_secs(secs);
+        let at = |phase, bytes| deadline(&state(phase, t0, later(3), bytes), &limits);
+        assert_eq!(at(Phase::Fresh, 0), Some(later(10)), "header_timeout");
+        assert_eq!(at(Phase::Headers, 0), Some(later(10)));
+        assert_eq!(at(Phase::Busy, 0), None, "the handler is not the client");
+        // A body: body_timeout whatever its bytes (a trickle gets no more)...
+        assert_eq!(at(Phase::Body, 0), Some(later(10)));
+        assert_eq!(at(Phase::Body, 512), Some(later(10)));
+        // ...and longer only while it averages body_min_rate (512 bytes a second).
+        assert_eq!(at(Phase::Body, 512 * 25), Some(later(25)));
+        let strict = ConnectionLimits { body_min_rate: 0, ..limits };
+        let body = state(Phase::Body, t0, t0, u64::MAX);
+        assert_eq!(deadline(&body, &strict), Some(later(10)), "0: never past body_timeout");
+        assert!(deadline(&body, &limits).unwrap() > later(1_000_000), "saturates");
+        // A response: send_timeout from the last byte the socket took.
+        assert_eq!(at(Phase::Sending, 0), Some(later(33)));
+        assert_eq!(at(Phase::Idle, 0), Some(later(61)), "idle_timeout and its grace");
+    }
+
+    #[test]
+    fn the_biggest_client_loses_its_longest_stalled_connection_first() {
+        let t0 = Instant::now();
+        let later = |secs| t0 + Duration::from_secs(secs);
+        // Quiet: since the phase began; waiting on the client: since its last byte; busy: never.
+        assert_eq!(evictable_since(&state(Phase::Idle, later(1), later(5), 0)), Some(later(1)));
+        assert_eq!(evictable_since(&state(Phase::Body, later(1), later(5), 9)), Some(later(5)));
+        assert_eq!(evictable_since(&state(Phase::Sending, later(1), later(4), 0)), Some(later(4)));
+        assert_eq!(evictable_since(&state(Phase::Headers, later(2), later(2), 0)), Some(later(2)));
+        assert_eq!(evictable_since(&state(Phase::Busy, later(1), later(1), 0)), None);
+        // (id, connections its client holds, evictable since)
+        let candidates = [(1, 1, later(0)), (2, 64, later(7)), (3, 64, later(5)), (4, 3, later(1))];
+        assert_eq!(victim(candidates.into_iter()), Some(3), "the biggest client's oldest");
+        assert_eq!(victim(candidates.into_iter().filter(|c| c.1 < 64)), Some(4));
+        assert_eq!(victim(std::iter::empty()), None);
+    }
+
+    #[test]
+    fn ipv6_clients_are_counted_per_64_and_ipv4_per_address() {
+        let key = |text: &str| client_key(text.parse().unwrap());
+        assert_eq!(key("2001:db8:1:2:aaaa::1"), key("2001:db8:1:2:ffff:1:2:3"));
+        assert_eq!(key("2001:db8:1:2::1"), "2001:db8:1:2::".parse::<IpAddr>().unwrap());
+        assert_ne!(key("2001:db8:1:2::1"), key("2001:db8:1:3::1"));
+        assert_ne!(key("fe80::1"), key("2001:db8::1"));
+        assert_eq!(key("::ffff:192.0.2.7"), key("192.0.2.7"), "IPv4-mapped: its IPv4 address");
+        assert_ne!(key("::ffff:192.0.2.7"), key("::ffff:192.0.2.8"));
+        assert_ne!(key("192.0.2.7"), key("192.0.2.8"));
+    }
+
+    #[test]
+    fn addresses_of_one_64_share_one_per_client_cap() {
+        let registry = Registry::new(limits(10, 2));
+        let shutdown = CancellationToken::new();
+        let ip = |text: &str| client_key(text.parse().unwrap());
+        registry.admit(ip("2001:db8:0:1::a"), &shutdown).unwrap();
+        registry.admit(ip("2001:db8:0:1::b"), &shutdown).unwrap();
+        let third = registry.admit(ip("2001:db8:0:1:ffff::c"), &shutdown).unwrap_err();
+        assert_eq!(third, Refusal::PerClient);
+        registry.admit(ip("2001:db8:0:2::a"), &shutdown).unwrap();
+    }
+
+    #[test]
+    fn a_request_body_moves_the_connection_from_body_to_busy_and_counts_its_bytes() {
+        let activity = Activity::new(Instant::now());
+        activity.received();
+        activity.enter(Phase::Body);
+        activity.body_bytes(100);
+        activity.received();
+        assert_eq!(activity.state().body_received, 100);
+        activity.body_done();
+        assert_eq!(activity.phase(), Phase::Busy);
+        activity.enter(Phase::Sending);
+        activity.body_done();
+        assert_eq!(activity.phase(), Phase::Sending, "a late end of body changes nothing");
+        activity.received();
+        assert_eq!(activity.phase(), Phase::Sending, "a pipelined request is no progress");
     }
 }
