@@ -809,7 +809,16 @@ fn slow_bodies_and_unread_responses_from_fourteen_hosts_leave_boot_http_answerin
     );
     assert!(failures.is_empty(), "probes not answered within 1 s: {failures:?}");
     assert!(probes >= seconds.saturating_sub(3) as usize * 2, "{probes} probes");
-    assert!(resident_most < 64 * MIB, "resident memory reached {} MiB", resident_most / MIB);
+    // The contract (under 64 MiB) is the release build's, which `.ci/run` floods
+    // (`BOOTVOL_FLOOD_BIN=target/release/bootvol`: 19 MiB before, 46 MiB at most here); a debug
+    // build starts 15 MiB higher, with its larger code and frames, and gets that much more.
+    #[allow(clippy::disallowed_methods)] // the test suite's own switch
+    let limit = if std::env::var_os("BOOTVOL_FLOOD_BIN").is_some() { 64 } else { 80 };
+    assert!(
+        resident_most < limit * MIB,
+        "resident memory reached {} MiB (limit {limit} MiB)",
+        resident_most / MIB
+    );
     assert!(bodies.cut.load(Relaxed) >= 400, "the slow bodies were not cut");
     server.served(Duration::from_secs(5)).expect("served after the flood");
 }
