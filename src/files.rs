@@ -3,7 +3,9 @@
 //! A name is refused when it is absolute, has an empty, `.` or `..` component, carries a
 //! backslash, an encoded separator or dot (`%2f`, `%5c`, `%2e`), or a control character; what
 //! remains is resolved with symlinks followed and must still lie inside the root, so a symlink
-//! pointing outside is refused too. Only regular files are served: no directory listing.
+//! pointing outside is refused too (a link to `/dev/zero` among them). Only regular files are
+//! served: a directory is not found (no listing); a FIFO, a device or a socket is refused without
+//! being opened (opening a FIFO blocks until a writer comes).
 
 use std::path::{Path, PathBuf};
 
@@ -46,6 +48,9 @@ impl FileRoot {
         }
         match std::fs::metadata(&resolved) {
             Ok(meta) if meta.is_file() => Ok(resolved),
+            // A FIFO would block the reader that opens it until a writer comes; a device reads
+            // without end (`/dev/zero`) or reaches the host: neither is opened, both are refused.
+            Ok(meta) if !meta.is_dir() => Err(FileError::Denied("not a regular file")),
             _ => Err(FileError::NotFound),
         }
     }
