@@ -1698,3 +1698,113 @@ fn a_locked_user_does_not_lock_out_another_from_the_same_address() {
     assert!((1..=60).contains(&retry), "{retry}");
     assert_eq!(v1(SECOND, SECOND_PASSWORD).0, 200, "another user from this address gets in");
 }
+
+/// Every route of the admin router (read from `src/admin/mod.rs`, so a new route is tried as
+/// soon as it is added), each method, logged out and logged in, with and without the CSRF
+/// token, and a path under `/admin/` that is no route: every answer forbids framing
+/// (`X-Frame-Options: DENY`, `frame-ancestors 'none'`), the log-in page, redirects, refusals,
+/// 404s, 405s and confirmations included; `/admin/activity` alone may be framed by the page itself.
+#[test]
+fn every_admin_route_forbids_framing_but_the_activity_frame() {
+    use serde_json::json;
+    let admin = Admin::start();
+    let (status, node) = admin.api(
+        "/v1/nodes",
+        json!({"name": "framed", "driver": "fake", "storage_interface": "external",
+               "properties": {"capabilities": "iscsi_boot:true"}}),
+    );
+    assert_eq!(status, 201, "{node}");
+    let uuid = node["uuid"].as_str().unwrap().to_owned();
+    let (status, port) =
+        admin.api("/v1/ports", json!({"node_uuid": uuid, "address": "52:54:00:12:34:99"}));
+    assert_eq!(status, 201);
+    let port = port["uuid"].as_str().unwrap().to_owned();
+    let source = include_str!("../../src/admin/mod.rs");
+    let router = &source[source.find("pub fn router(").unwrap()..];
+    let router = &router[..router.find("\n}\n").unwrap()];
+    let mut routes: Vec<(String, Vec<&str>)> = Vec::new();
+    for line in router.lines().filter(|l| l.trim_start().starts_with(".route(\"")) {
+        let path = line.split('"').nth(1).unwrap().to_owned();
+        let methods: Vec<&str> = [("get(", "GET"), ("post(", "POST"), ("any(", "ANY")]
+            .iter()
+            .filter(|(call, _)| line.contains(call))
+            .map(|(_, m)| *m)
+            .collect();
+        assert!(!methods.is_empty(), "a route with no method this test knows: {line}");
+        routes.push((path, methods));
+    }
+    assert!(routes.len() >= 14, "the router was not read: {routes:?}");
+    let concrete = |path: &str| -> Vec<String> {
+        let mut paths = vec![path.to_owned()];
+        for (param, values) in [
+            ("{node}", vec![uuid.clone(), "no-such-node".to_owned()]),
+            ("{form}", vec!["delete".into(), "maintenance".into(), "nope".into()]),
+            ("{child}", vec!["ports".into()]),
+            ("{id}", vec![port.clone()]),
+            ("{*rest}", vec!["no/such/page".into()]),
+        ] {
+            paths = paths
+                .iter()
+                .flat_map(|p| values.iter().map(move |v| p.replace(param, v)))
+                .collect();
+        }
+        paths
+    };
+    let logged = admin.login(PASSWORD);
+    let cookie = logged.cookie();
+    let csrf = admin.call("GET", "/admin/", None, &[("Cookie", &cookie)]).csrf();
+    let mut tried = 0;
+    let mut check = |method: &str, path: &str, body: Option<&str>, cookie: Option<&str>| {
+        let headers: Vec<(&str, &str)> = cookie.map(|c| ("Cookie", c)).into_iter().collect();
+        let reply = admin.call(method, path, body, &headers);
+        let what =
+            format!("{method} {path} (logged in: {}) answered {}", cookie.is_some(), reply.status);
+        let csp =
+            reply.header("content-security-policy").unwrap_or_else(|| panic!("{what}: no CSP"));
+        if path == "/admin/activity" && reply.status == 200 {
+            assert_eq!(reply.header("x-frame-options"), Some("SAMEORIGIN"), "{what}");
+            assert!(csp.contains("frame-ancestors 'self'"), "{what}: {csp}");
+        } else {
+            assert_eq!(reply.header("x-frame-options"), Some("DENY"), "{what}");
+            assert!(csp.contains("frame-ancestors 'none'"), "{what}: {csp}");
+        }
+        tried += 1;
+        reply.status
+    };
+    let mut statuses = std::collections::BTreeSet::new();
+    let mut logout = Vec::new();
+    for (path, methods) in &routes {
+        for path in concrete(path) {
+            if path == "/admin/logout" {
+                logout = methods.clone();
+                continue;
+            }
+            for method in methods {
+                let methods: &[&str] = if *method == "ANY" { &["GET", "POST"] } else { &[method] };
+                for &method in methods {
+                    let no_token = Some("x=1");
+                    let token = format!("csrf={csrf}");
+                    let body = (method == "POST").then_some(token.as_str());
+                    statuses.insert(check(method, &path, body, None));
+                    statuses.insert(check(method, &path, body, Some(&cookie)));
+                    if method == "POST" {
+                        statuses.insert(check(method, &path, no_token, Some(&cookie)));
+                    } else {
+                        // The other method too: 405 where the route has no POST.
+                        statuses.insert(check("POST", &path, Some(&token), Some(&cookie)));
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(logout, ["POST"], "the log-out route");
+    statuses.insert(check("GET", "/admin/logout", None, Some(&cookie)));
+    statuses.insert(check("POST", "/admin/logout", Some("x=1"), Some(&cookie)));
+    statuses.insert(check("POST", "/admin/logout", Some(&format!("csrf={csrf}")), Some(&cookie)));
+    statuses.insert(check("GET", "/admin/password", None, Some(&cookie)));
+    // Redirects, pages, form errors, CSRF refusals, a confirmation, 404s and 405s were all seen.
+    for status in [200, 303, 400, 401, 403, 404, 405] {
+        assert!(statuses.contains(&status), "no {status} among {statuses:?}");
+    }
+    assert!(tried > 60, "{tried}");
+}
