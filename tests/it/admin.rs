@@ -1808,3 +1808,160 @@ fn every_admin_route_forbids_framing_but_the_activity_frame() {
     }
     assert!(tried > 60, "{tried}");
 }
+
+/// A page's alerts (`role="alert"`), where a form's refusal is shown: each one's remaining
+/// attributes (a field's error has `id="error-<field>"`) and its text.
+fn alerts(body: &str) -> Vec<String> {
+    body.split("role=\"alert\"")
+        .skip(1)
+        .map(|rest| rest[..rest.find("</").unwrap_or(rest.len())].to_owned())
+        .collect()
+}
+
+/// Every admin form field whose value reaches a script (the create form's, the node edit
+/// form's, instance_info's keys, the port, connector and target forms, new and edited, every
+/// target property), with every hostile value of `hostile.rs`: a form error naming the field,
+/// and nothing stored.
+#[test]
+fn every_admin_form_field_refuses_every_hostile_value_and_stores_nothing() {
+    use crate::hostile::{HOSTILE, SCRIPT_FIELDS, base_nodes, field_name, hostile_for};
+    use serde_json::{Value, json};
+    let admin = Admin::start();
+    let base = base_nodes();
+    let iscsi = &base["nodes"][0];
+    let target = &iscsi["volume_targets"][0];
+    let instance = base["nodes"][5]["instance_info"].clone();
+    let (status, node) = admin.api(
+        "/v1/nodes",
+        json!({"name": "host", "driver": "fake", "storage_interface": "external",
+               "properties": {"capabilities": "iscsi_boot:true"}, "instance_info": instance}),
+    );
+    assert_eq!(status, 201, "{node}");
+    let uuid = node["uuid"].as_str().unwrap().to_owned();
+    let (status, made) = admin.api(
+        "/v1/volume/connectors",
+        json!({"node_uuid": uuid, "type": "iqn", "connector_id": iscsi["volume_connectors"][0]["connector_id"]}),
+    );
+    assert_eq!(status, 201, "{made}");
+    let connector = made["uuid"].as_str().unwrap().to_owned();
+    let mut body = target.clone();
+    body["node_uuid"] = json!(uuid);
+    let (status, made) = admin.api("/v1/volume/targets", body);
+    assert_eq!(status, 201, "{made}");
+    let target_uuid = made["uuid"].as_str().unwrap().to_owned();
+    let before = format!("{:?}", stored(&admin, "host"));
+    let cookie = admin.login(PASSWORD).cookie();
+    let csrf = admin.call("GET", "/admin/", None, &[("Cookie", &cookie)]).csrf();
+
+    // (where the form posts, its valid fields, the fields made hostile; a field `instance_info`
+    // or `properties` holds JSON, and `key/sub` means that key of it).
+    let properties = target["properties"].to_string();
+    let instance_text = instance.to_string();
+    let create: Vec<(&str, &str)> = vec![
+        ("name", "made"),
+        ("driver", "fake"),
+        ("storage_interface", "external"),
+        ("capabilities", "iscsi_boot:true"),
+        ("instance_info", &instance_text),
+        ("mac", "52:54:00:ee:00:02"),
+        ("connector_iqn", "iqn.2024-01.org.example.node:made"),
+        ("volume_id", "made-1"),
+        ("target_iqn", "iqn.2024-01.org.example.san:made"),
+        ("target_portal", "192.0.2.5:3260"),
+        ("target_lun", "1"),
+        ("auth_username", "u"),
+        ("auth_password", "p"),
+    ];
+    let instance_keys = [
+        "instance_info/kernel",
+        "instance_info/ramdisk",
+        "instance_info/nfs_root",
+        "instance_info/nfs_options",
+        "instance_info/kernel_append_params",
+    ];
+    let mut create_hostile: Vec<&str> = create
+        .iter()
+        .map(|(k, _)| *k)
+        .filter(|k| {
+            !matches!(*k, "driver" | "storage_interface" | "capabilities" | "instance_info")
+        })
+        .collect();
+    create_hostile.extend(instance_keys);
+    let edit: Vec<(&str, &str)> = create[..5].to_vec();
+    let mut edit_hostile = vec!["name"];
+    edit_hostile.extend(instance_keys);
+    let target_props: Vec<String> = SCRIPT_FIELDS
+        .iter()
+        .filter_map(|f| f.strip_prefix("/nodes/0/volume_targets/0/properties/"))
+        .map(|p| format!("properties/{p}"))
+        .collect();
+    let mut target_hostile: Vec<&str> = vec!["volume_id"];
+    target_hostile.extend(target_props.iter().map(String::as_str));
+    let new_target: Vec<(&str, &str)> = vec![
+        ("volume_type", "iscsi"),
+        ("boot_index", "1"),
+        ("volume_id", "v9"),
+        ("properties", &properties),
+    ];
+    let old_target: Vec<(&str, &str)> = vec![
+        ("volume_type", "iscsi"),
+        ("boot_index", "0"),
+        ("volume_id", "v1"),
+        ("properties", &properties),
+    ];
+    let node_path = format!("/admin/nodes/{uuid}");
+    type Fields<'a> = Vec<(&'a str, &'a str)>;
+    let forms: Vec<(String, Fields, Vec<&str>)> = vec![
+        ("/admin/nodes".into(), create, create_hostile),
+        (format!("{node_path}/edit"), edit, edit_hostile),
+        (format!("{node_path}/ports"), vec![("address", "52:54:00:ee:00:03")], vec!["address"]),
+        (
+            format!("{node_path}/connectors"),
+            vec![("type", "iqn"), ("connector_id", "iqn.2024-01.org.example.node:other")],
+            vec!["connector_id"],
+        ),
+        (
+            format!("{node_path}/connectors/{connector}"),
+            vec![("type", "iqn"), ("connector_id", "iqn.2024-01.org.example.node:other")],
+            vec!["connector_id"],
+        ),
+        (format!("{node_path}/targets"), new_target, target_hostile.clone()),
+        (format!("{node_path}/targets/{target_uuid}"), old_target, target_hostile),
+    ];
+    let mut tried = 0;
+    for (path, valid, hostile_fields) in &forms {
+        for field in hostile_fields {
+            for hostile in hostile_for(field) {
+                let mut fields: Vec<(String, String)> =
+                    valid.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+                match field.split_once('/') {
+                    Some((json_field, pointer)) => {
+                        let (_, text) = fields.iter_mut().find(|(k, _)| k == json_field).unwrap();
+                        let mut doc: Value = serde_json::from_str(text).unwrap();
+                        *doc.pointer_mut(&format!("/{pointer}")).unwrap() = json!(hostile);
+                        *text = doc.to_string();
+                    }
+                    None => {
+                        fields.iter_mut().find(|(k, _)| k == field).unwrap().1 =
+                            (*hostile).to_owned()
+                    }
+                }
+                fields.push(("csrf".into(), csrf.clone()));
+                let pairs: Vec<(&str, &str)> =
+                    fields.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+                let reply = admin.call("POST", path, Some(&form(&pairs)), &[("Cookie", &cookie)]);
+                let what = format!("POST {path} {field}={hostile:?}");
+                assert_eq!(reply.status, 400, "{what}: {}", reply.body);
+                let shown = alerts(&reply.body);
+                let pointer = format!("/{field}");
+                let name = field_name(&pointer);
+                assert!(shown.iter().any(|a| a.contains(name)), "{what}: alerts {shown:?}");
+                tried += 1;
+            }
+        }
+    }
+    assert_eq!(format!("{:?}", stored(&admin, "host")), before, "nothing changed");
+    let db = crate::support::open_db_ok(admin._dir.path()).unwrap();
+    assert!(db.node_record("made").unwrap().is_none(), "no node was created");
+    assert!(tried > 250, "{tried} ({} hostile values)", HOSTILE.len());
+}
