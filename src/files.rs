@@ -3,7 +3,11 @@
 //! A name is refused when it is absolute, has an empty, `.` or `..` component, carries a
 //! backslash, an encoded separator or dot (`%2f`, `%5c`, `%2e`), or a control character; what
 //! remains is resolved with symlinks followed and must still lie inside the root, so a symlink
-//! pointing outside is refused too. Only regular files are served: no directory listing.
+//! pointing outside is refused too (a link to `/dev/zero` among them). Only regular files are
+//! served: a directory is not found (no listing); a FIFO, a device or a socket is refused without
+//! being opened (opening a FIFO blocks until a writer comes). [`open_regular`] opens what
+//! `resolve` answered without blocking and checks the descriptor again, for a name swapped
+//! since (the TFTP listener reads through it; `/files/` hands the path to tower-http).
 
 use std::path::{Path, PathBuf};
 
@@ -46,9 +50,31 @@ impl FileRoot {
         }
         match std::fs::metadata(&resolved) {
             Ok(meta) if meta.is_file() => Ok(resolved),
+            // A FIFO would block the reader that opens it until a writer comes; a device reads
+            // without end (`/dev/zero`) or reaches the host: neither is opened, both are refused.
+            Ok(meta) if !meta.is_dir() => Err(FileError::Denied("not a regular file")),
             _ => Err(FileError::NotFound),
         }
     }
+}
+
+/// Opens a file that [`FileRoot::resolve`] answered, without blocking on what may have replaced
+/// it since (`O_NONBLOCK`: a FIFO opens at once), and refuses it unless the opened file is
+/// still a regular file: the check is made on what is read, not on the name.
+pub fn open_regular(path: &Path) -> std::io::Result<(std::fs::File, std::fs::Metadata)> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits() | nix::fcntl::OFlag::O_NOCTTY.bits())
+        .open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            "not a regular file",
+        ));
+    }
+    Ok((file, meta))
 }
 
 /// The checks that need no file system.
@@ -93,6 +119,23 @@ mod tests {
         for good in ["undionly.kpxe", "nfs/vmlinuz", "a.b-c_d+e"] {
             assert_eq!(check_name(good), Ok(()), "{good:?}");
         }
+    }
+
+    /// The check made on the descriptor: a FIFO (what a name may have become since `resolve`)
+    /// opens without waiting for a writer and is refused.
+    #[test]
+    fn open_regular_refuses_a_fifo_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap();
+        std::fs::write(dir.path().join("file"), "ok").unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(open_regular(&fifo).map(|_| ()).map_err(|e| e.kind()));
+        });
+        let answer = rx.recv_timeout(std::time::Duration::from_secs(2)).expect("no wait on a FIFO");
+        assert_eq!(answer, Err(std::io::ErrorKind::PermissionDenied));
+        assert_eq!(open_regular(&dir.path().join("file")).unwrap().1.len(), 2);
     }
 
     #[test]

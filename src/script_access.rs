@@ -11,7 +11,9 @@
 //!
 //! Each refusal is logged and recorded as the event `baremetal.node.script_refused`, at most
 //! once per client address per minute ([`RefusalLimiter`]), with the number of refusals since
-//! the last report, so that a prober cannot flood the log, the database or the webhook. A
+//! the last report, so that a prober cannot flood the log, the database or the webhook; the
+//! deploy endpoints' refusals likewise (`baremetal.node.deploy_refused`, a limiter of their own,
+//! reported by `http::deploy`). A
 //! conflict (a second client inside a window, or a sign that cannot be a boot) is the warning
 //! event `baremetal.node.secret_conflict` naming both clients, limited the same way, and is
 //! always counted (`bootvol_secret_conflicts_total`).
@@ -38,6 +40,10 @@ use crate::neighbour::{self, Neighbours};
 /// The event of a refused script.
 pub const REFUSED_EVENT: &str = "baremetal.node.script_refused";
 
+/// The event of a refused deploy endpoint (`POST /deploy/<uuid>/token`, `/callback`, `GET
+/// /configdrive`).
+pub const DEPLOY_REFUSED_EVENT: &str = "baremetal.node.deploy_refused";
+
 /// The event of a conflict: two clients claim one node.
 pub const CONFLICT_EVENT: &str = "baremetal.node.secret_conflict";
 
@@ -58,6 +64,7 @@ pub struct ScriptAccess {
     mode: ScriptSecrets,
     events: Option<SharedDb>,
     refusals: Mutex<RefusalLimiter>,
+    deploy_refusals: Mutex<RefusalLimiter>,
     conflicts: Mutex<RefusalLimiter>,
     neighbours: Arc<Neighbours>,
     windows: Arc<BootWindows>,
@@ -77,6 +84,7 @@ impl ScriptAccess {
             mode,
             events,
             refusals: Mutex::default(),
+            deploy_refusals: Mutex::default(),
             conflicts: Mutex::default(),
             neighbours,
             windows,
@@ -251,6 +259,33 @@ impl ScriptAccess {
         let (events, uuid) = (events.clone(), uuid.to_owned());
         tokio::spawn(async move {
             events.record_event(&uuid, CONFLICT_EVENT.to_owned(), "warning", payload).await;
+        });
+    }
+
+    /// Counts a deploy endpoint's refusal of `client` (apart from script refusals): the number
+    /// to report when a report is due (at most once per client address per minute), else none.
+    pub fn deploy_refusal_due(&self, client: IpAddr) -> Option<u64> {
+        self.deploy_refusals.lock().ok()?.refuse(client.to_canonical(), Instant::now())
+    }
+
+    /// Records a due deploy refusal (see [`ScriptAccess::deploy_refusal_due`]) as the warning
+    /// event `baremetal.node.deploy_refused` of the node, after the answer.
+    pub fn record_deploy_refused(
+        &self,
+        node: (&str, &str),
+        caller: Caller,
+        endpoint: &'static str,
+        reason: String,
+        count: u64,
+    ) {
+        let Some(events) = &self.events else { return };
+        let (uuid, name) = node;
+        let payload = json!({"node_uuid": uuid, "node_name": name, "endpoint": endpoint,
+            "client": caller.address.to_canonical().to_string(),
+            "client_mac": caller.mac.map(|m| m.to_string()), "count": count, "reason": reason});
+        let (events, uuid) = (events.clone(), uuid.to_owned());
+        tokio::spawn(async move {
+            events.record_event(&uuid, DEPLOY_REFUSED_EVENT.to_owned(), "warning", payload).await;
         });
     }
 

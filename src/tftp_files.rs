@@ -142,7 +142,14 @@ fn read_file(
         FileError::NotFound => TftpError::NotFound,
         FileError::Denied(why) => TftpError::AccessViolation(why.into()),
     })?;
-    let meta = std::fs::metadata(&path)?;
+    // Opened once and checked on the descriptor: a name swapped for a FIFO or a device since
+    // `resolve` neither blocks nor is read.
+    let (mut file, meta) = crate::files::open_regular(&path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::PermissionDenied => {
+            TftpError::AccessViolation("not a regular file".into())
+        }
+        _ => TftpError::Io(e),
+    })?;
     if meta.len() > MAX_TFTP_FILE {
         return Err(TftpError::AccessViolation(
             "file too large for TFTP; fetch it over HTTP".into(),
@@ -157,7 +164,9 @@ fn read_file(
     if let Some(bytes) = hit {
         return Ok(bytes);
     }
-    let bytes = Bytes::from(std::fs::read(&path)?);
+    let mut read = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    std::io::Read::read_to_end(&mut file, &mut read)?;
+    let bytes = Bytes::from(read);
     if let Ok(mut cache) = cache.lock() {
         cache.insert(path, CachedFile { modified, len: bytes.len() as u64, bytes: bytes.clone() });
     }

@@ -19,6 +19,10 @@
 //! from the `boot` scenario rules. Like the API, secrets are masked before anything reaches a
 //! template. The password form (`password.rs`) sets the logged-in user's own password in the
 //! htpasswd file, which the running process reloads.
+//!
+//! Every answer of this router, redirects, refusals, 405s and its own 404 for any other path
+//! under `/admin/` included, forbids being framed (`framing`, a response layer: `X-Frame-Options:
+//! DENY`, `frame-ancestors 'none'`); only `/admin/activity` sets its own (`SAMEORIGIN`, `'self'`).
 
 mod activity;
 mod forms;
@@ -129,7 +133,34 @@ pub fn router(api: ApiState) -> Router {
         .route("/admin/login", get(login_page).post(login))
         .route("/admin/logout", post(logout))
         .route("/admin/password", get(password::password_page).post(password::set_password))
+        .route("/admin/{*rest}", axum::routing::any(not_found_page))
+        .layer(axum::middleware::map_response(framing))
         .with_state(state)
+}
+
+/// What every admin answer carries unless it says otherwise (only `/admin/activity` does): it
+/// may not be framed. Set here, on every route's answer (redirects, refusals, 404s, 405s, a
+/// failed template's 500), so a new route cannot forget it.
+const CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; frame-src 'self'; form-action 'self'; frame-ancestors 'none'";
+
+async fn framing(mut response: Response) -> Response {
+    let h = response.headers_mut();
+    if !h.contains_key("x-frame-options") {
+        h.insert("x-frame-options", HeaderValue::from_static("DENY"));
+    }
+    if !h.contains_key("content-security-policy") {
+        h.insert("content-security-policy", HeaderValue::from_static(CSP));
+    }
+    response
+}
+
+/// Any other path under `/admin/`: the admin's own 404 (the API's would answer in JSON).
+async fn not_found_page(State(state): State<AdminState>) -> Response {
+    state.render(
+        StatusCode::NOT_FOUND,
+        "base.html.j2",
+        context! { user => (), csrf => "", error => "There is no such page." },
+    )
 }
 
 /// True when the request reached us through TLS: the listener's own, or a terminating proxy's
@@ -168,12 +199,7 @@ fn html(status: StatusCode, body: String) -> Response {
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     h.insert("x-frame-options", HeaderValue::from_static("DENY"));
-    h.insert(
-        "content-security-policy",
-        HeaderValue::from_static(
-            "default-src 'none'; style-src 'unsafe-inline'; frame-src 'self'; form-action 'self'; frame-ancestors 'none'",
-        ),
-    );
+    h.insert("content-security-policy", HeaderValue::from_static(CSP));
     h.insert("referrer-policy", HeaderValue::from_static("no-referrer"));
     response
 }

@@ -274,7 +274,7 @@ async fn second_claim_after_active(
     record: NodeRecord,
     caller: Caller,
 ) -> Result<String, ConductorError> {
-    let deployed = record.node.driver_internal_info.get("deployed_image");
+    let deployed = record.node.driver_internal_info.get("deployed_by");
     let claimant = deployed.and_then(|d| d.get("claimant")).cloned();
     let at = deployed.and_then(|d| d.get("at")).and_then(Value::as_u64).unwrap_or(0);
     let recent = now_unix().saturating_sub(at) <= conductor.config.deploy.callback_timeout;
@@ -310,7 +310,6 @@ async fn second_claim_after_active(
         caller.describe()
     );
     conductor.secret_conflict(&record, &message, Some(&claimant), &caller).await;
-    record.node.driver_internal_info.remove("deployed_image");
     let failed = conductor.fail_deployment(&mut record, message.clone()).await;
     conductor.changed();
     lock.release().await;
@@ -382,9 +381,13 @@ pub(super) async fn callback(
             record.node.instance_info.remove("force_deployment");
             record.node.driver_internal_info.insert(
                 "deployed_image".into(),
-                json!({"sha256": expected_sha, "disk": report.disk, "bytes": report.bytes,
-                       "claimant": claimant, "at": now_unix()}),
+                json!({"sha256": expected_sha, "disk": report.disk, "bytes": report.bytes}),
             );
+            // Who made the call-back, for a later claimant to be checked against.
+            record
+                .node
+                .driver_internal_info
+                .insert("deployed_by".into(), json!({"claimant": claimant, "at": now_unix()}));
             record.node.provision_state = ProvisionState::Active;
             record.node.target_provision_state = None;
             record.node.last_error = None;
@@ -458,6 +461,7 @@ impl Conductor {
         record.node.driver_internal_info.remove("deploy");
         // What a forged call-back may have recorded is not a deployed image.
         record.node.driver_internal_info.remove("deployed_image");
+        record.node.driver_internal_info.remove("deployed_by");
         record.node.provision_state = ProvisionState::DeployFailed;
         record.node.target_provision_state = None;
         record.node.last_error = Some(message.clone());

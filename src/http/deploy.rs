@@ -2,6 +2,12 @@
 //! drive and its call-back (both need the token, in `X-Bootvol-Token`). Each answers only a
 //! client that is the node (`script_access`: the neighbour check, unless `[boot]
 //! script_secrets = "any"`).
+//!
+//! A refusal (403, 404, 409) is logged and recorded as the event `baremetal.node.deploy_refused`
+//! (client, client_mac, endpoint, reason, count) at most once per client address per minute
+//! (`ScriptAccess::deploy_refusal_due`), as script refusals are, so a prober floods neither the
+//! log nor the database; the conductor's own reports (a second token claimant's conflict) are
+//! its own and not limited here.
 
 use std::sync::Arc;
 
@@ -13,7 +19,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 
 use super::BootState;
-use crate::conductor::{CallbackReport, ConductorError};
+use crate::conductor::{CallbackReport, Caller, ConductorError};
 
 fn error_response(e: ConductorError) -> Response {
     let status = match &e {
@@ -31,6 +37,44 @@ fn token_header(headers: &HeaderMap) -> &str {
 
 const TOKEN_HEADER: &str = "X-Bootvol-Token";
 
+/// The answer to a refused deploy request, reported the limited way (see the module's header);
+/// an error of bootvol's own (500) is logged every time.
+async fn refused(
+    state: &BootState,
+    node: &str,
+    caller: Caller,
+    endpoint: &'static str,
+    e: ConductorError,
+) -> Response {
+    let client_refused = matches!(
+        e,
+        ConductorError::Refused(_) | ConductorError::NotFound(_) | ConductorError::Locked(_)
+    );
+    let reason = e.to_string();
+    if !client_refused {
+        tracing::error!(client = %caller.address, node = ?node, endpoint, error = ?reason, "deploy request failed");
+        return error_response(e);
+    }
+    let Some(count) = state.access.deploy_refusal_due(caller.address) else {
+        return error_response(e);
+    };
+    let shown_mac = caller.mac.map_or_else(|| "-".to_owned(), |m| m.to_string());
+    tracing::warn!(client = %caller.address, client_mac = shown_mac, node = ?node, endpoint, count,
+        reason = ?reason, "deploy request refused");
+    if let Some(conductor) = &state.conductor
+        && let Ok(record) = conductor.load(node).await
+    {
+        state.access.record_deploy_refused(
+            (&record.node.uuid, &record.node.name),
+            caller,
+            endpoint,
+            reason,
+            count,
+        );
+    }
+    error_response(e)
+}
+
 /// `POST /deploy/<node uuid>/token`: 200 with the token to the first caller that is the node,
 /// while its deployment waits for the call-back; 403 afterwards and to anyone else.
 pub(super) async fn token(
@@ -47,10 +91,7 @@ pub(super) async fn token(
             tracing::info!(%client, node = ?node, "deploy token handed out");
             (StatusCode::OK, token).into_response()
         }
-        Err(e) => {
-            tracing::warn!(%client, node = ?node, caller = ?caller, error = ?e.to_string(), "deploy token refused");
-            error_response(e)
-        }
+        Err(e) => refused(&state, &node, caller, "token", e).await,
     }
 }
 
@@ -66,14 +107,14 @@ pub(super) async fn callback(
         return (StatusCode::NOT_FOUND, "no conductor\n").into_response();
     };
     let token = token_header(&headers);
-    tracing::info!(%client, node = ?node, status = ?report.status, disk = ?report.disk.as_deref().unwrap_or("-"), "deploy call-back");
+    let (status, disk) = (report.status.clone(), report.disk.clone());
     let caller = state.access.caller(client.ip()).await;
     match conductor.deploy_callback(&node, token, caller, report).await {
-        Ok(()) => (StatusCode::OK, "ok\n").into_response(),
-        Err(e) => {
-            tracing::warn!(%client, node = ?node, error = ?e.to_string(), "deploy call-back refused");
-            error_response(e)
+        Ok(()) => {
+            tracing::info!(%client, node = ?node, status = ?status, disk = ?disk.as_deref().unwrap_or("-"), "deploy call-back");
+            (StatusCode::OK, "ok\n").into_response()
         }
+        Err(e) => refused(&state, &node, caller, "callback", e).await,
     }
 }
 
@@ -91,9 +132,6 @@ pub(super) async fn configdrive(
     match conductor.configdrive(&node, token_header(&headers), caller).await {
         Ok(bytes) => ([(axum::http::header::CONTENT_TYPE, "application/octet-stream")], bytes)
             .into_response(),
-        Err(e) => {
-            tracing::warn!(%client, node = ?node, caller = ?caller, error = ?e.to_string(), "config drive refused");
-            error_response(e)
-        }
+        Err(e) => refused(&state, &node, caller, "configdrive", e).await,
     }
 }

