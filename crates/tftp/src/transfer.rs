@@ -27,12 +27,14 @@ const DEFAULT_BLOCK_SIZE: u16 = 512;
 /// asked is harmless: it just sees a duplicate.
 const MAX_CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Retransmissions of one packet before the client has acknowledged block 1. Until then nothing
-/// shows the client exists (a request's source address can be forged, and the OACK's ACK 0
-/// can be too by a host that sees the traffic), so the transfer is dropped early and never
-/// windowed: the OACK (when options were asked) and then DATA 1 alone, each sent at most
-/// `1 + FIRST_PACKET_RETRIES` times. A forged request without options draws at most two DATA
-/// packets of one block; with options, two OACKs.
+/// Retransmissions of one packet before the client has acknowledged anything (the OACK, with
+/// ACK 0, or block 1). Until then nothing shows the client exists (a request's source address
+/// can be forged), so the transfer is dropped early and never windowed: the OACK (when options
+/// were asked) or DATA 1 alone, each sent at most `1 + FIRST_PACKET_RETRIES` times. A forged
+/// request without options draws at most two DATA packets of one block; with options, two OACKs.
+/// The OACK's ACK 0 proves the client as well as ACK 1 would (only a host that received the
+/// OACK at that address knows the transfer's port), and a windowed client (RFC 7440) that waits
+/// for a full window before it acknowledges must get one at once, not after its timeout.
 pub(crate) const FIRST_PACKET_RETRIES: u32 = 1;
 
 /// What was agreed with the client: the OACK to send (if any) and the parameters it implies.
@@ -134,6 +136,8 @@ pub(crate) struct Transfer {
     phase: Phase,
     /// Highest block acknowledged (0 before any).
     acked: u64,
+    /// The client acknowledged the OACK (ACK 0).
+    oack_acked: bool,
     /// Last block of the window in flight.
     window_end: u64,
     /// Timeouts since the last progress.
@@ -155,6 +159,7 @@ impl Transfer {
             total_blocks,
             phase: Phase::NotStarted,
             acked: 0,
+            oack_acked: false,
             window_end: 0,
             retries: 0,
             blocks_sent: 0,
@@ -187,6 +192,7 @@ impl Transfer {
         match self.phase {
             Phase::AwaitingOackAck if wire_block == 0 => {
                 self.phase = Phase::Sending;
+                self.oack_acked = true;
                 self.retries = 0;
                 self.next_window()
             }
@@ -264,10 +270,10 @@ impl Transfer {
         self.blocks_resent
     }
 
-    /// Whether the client has acknowledged a block: it is there, and listening. Before that the
-    /// window is one block and the retries are [`FIRST_PACKET_RETRIES`].
+    /// Whether the client has acknowledged the OACK or a block: it is there, and listening.
+    /// Before that the window is one block and the retries are [`FIRST_PACKET_RETRIES`].
     fn confirmed(&self) -> bool {
-        self.acked > 0
+        self.acked > 0 || self.oack_acked
     }
 
     fn window(&self) -> Window {
@@ -519,19 +525,20 @@ mod tests {
         assert_eq!(t.on_timeout(), Action::SendOack(oack));
         assert_eq!(t.on_timeout(), Action::Done(Outcome::TimedOut));
         assert_eq!(t.blocks_sent(), 0);
-        // ACK 0 (which a host that sees the OACK can forge) is not enough: DATA 1 goes alone,
-        // though 16 blocks were agreed, and twice at most.
+        // ACK 0 of the OACK proves the client: the agreed window at once (a windowed client
+        // that waits for a full window before it acknowledges must not wait for its timeout),
+        // and the configured retries.
         let mut t = Transfer::new(file(100_000), &negotiated(1468, 16, Some(oack)), 5);
         t.start();
-        assert_eq!(t.on_ack(0), send(1, 1));
-        assert_eq!(t.on_timeout(), send(1, 1));
+        assert_eq!(t.on_ack(0), send(1, 16));
+        for _ in 0..5 {
+            assert_eq!(t.on_timeout(), send(1, 16));
+        }
         assert_eq!(t.on_timeout(), Action::Done(Outcome::TimedOut));
-        assert_eq!(t.blocks_sent(), 2);
-        // Once block 1 is acknowledged, the agreed window.
         let mut t = Transfer::new(file(100_000), &negotiated(1468, 16, Some(oack)), 5);
         t.start();
-        assert_eq!(t.on_ack(0), send(1, 1));
-        assert_eq!(t.on_ack(1), send(2, 17));
+        assert_eq!(t.on_ack(0), send(1, 16));
+        assert_eq!(t.on_ack(16), send(17, 32));
         // Once the client acknowledged something, the configured retries apply.
         let mut t = Transfer::new(file(100_000), &negotiated(512, 1, None), 5);
         t.start();
