@@ -1,7 +1,8 @@
 # The neighbour check itself (sourced by bench/run.sh): bootvol with its default
 # script_secrets = "neighbour" in a network namespace, on one end of a veth pair; NEIGHBOURS
 # clients in another namespace, each on a macvlan link of the other end whose MAC is a node's
-# port, each fetching its own script (bench/tools loadgen neighbour: a 200 with the node's own
+# port, each fetching /boot.ipxe (a boot sign: it opens the node's boot window) and then its own
+# script (bench/tools loadgen neighbour: a 200 with the node's own
 # bytes, CHAP and all, or a failure). Against the same set-up with script_secrets = "any", in
 # interleaved rounds: what the check costs.
 # shellcheck shell=bash
