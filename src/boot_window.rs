@@ -53,14 +53,6 @@ pub enum Opener {
     Sign(&'static str),
 }
 
-impl Opener {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Opener::Conductor(what) | Opener::Sign(what) => what,
-        }
-    }
-}
-
 /// Why a request inside a window is a conflict.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Conflict {
@@ -137,21 +129,9 @@ pub struct BootWindows {
     nodes: Mutex<HashMap<String, NodeState>>,
 }
 
-/// What the admin page shows of a node's window.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WindowView {
-    pub opener: Opener,
-    pub remaining: Duration,
-    pub claimant: Option<Client>,
-}
-
 impl BootWindows {
     pub fn new(policy: SecretWindow, length: Duration) -> BootWindows {
         BootWindows { policy, length, nodes: Mutex::default() }
-    }
-
-    pub fn policy(&self) -> SecretWindow {
-        self.policy
     }
 
     fn with_nodes<T>(&self, f: impl FnOnce(&mut HashMap<String, NodeState>) -> T) -> T {
@@ -304,18 +284,6 @@ impl BootWindows {
         state.last_address = Some(client.address);
         state.touched = Some(now);
         Admission::Serve
-    }
-
-    /// The node's window as it is now, for the admin page.
-    pub fn view(&self, uuid: &str, now: Instant) -> Option<WindowView> {
-        self.with_nodes(|nodes| {
-            let window = nodes.get(uuid)?.window.as_ref().filter(|w| self.live(w, now))?;
-            Some(WindowView {
-                opener: window.opener,
-                remaining: self.length.saturating_sub(now.duration_since(window.opened)),
-                claimant: window.claimant,
-            })
-        })
     }
 }
 

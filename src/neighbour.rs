@@ -190,8 +190,9 @@ impl Neighbours {
         }
     }
 
-    /// Inserts an entry as if the kernel had notified it (tests of the callers).
-    pub fn insert_for_test(&self, ip: IpAddr, mac: MacAddr) {
+    /// Inserts an entry as if the kernel had notified it.
+    #[cfg(test)]
+    fn insert_for_test(&self, ip: IpAddr, mac: MacAddr) {
         let message = Message {
             kind: Kind::New,
             address: ip.to_canonical(),

@@ -96,10 +96,6 @@ impl ScriptAccess {
         self.mode
     }
 
-    pub fn windows(&self) -> &Arc<BootWindows> {
-        &self.windows
-    }
-
     /// Whether `script` (asked for as `requested`) may go to `client`; a refusal or a conflict
     /// is reported. `via`: `http` or `tftp`.
     pub async fn allows(
