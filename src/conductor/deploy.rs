@@ -246,12 +246,15 @@ pub(super) async fn token(
                 describe_claimant(Some(&claimant)),
                 caller.describe()
             );
-            conductor.secret_conflict(&record, &message, Some(&claimant), &caller).await;
-            let failed = conductor.fail_deployment(&mut record, message.clone()).await;
-            conductor.changed();
-            lock.release().await;
-            failed?;
-            return Err(ConductorError::Refused(message));
+            return Err(fail_two_claimants(
+                conductor,
+                &mut record,
+                lock,
+                message,
+                &claimant,
+                &caller,
+            )
+            .await);
         }
         (Some(token), None) => {
             if let Some(Value::Object(deploy)) = record.node.driver_internal_info.get_mut("deploy")
@@ -309,12 +312,27 @@ async fn second_claim_after_active(
         describe_claimant(Some(&claimant)),
         caller.describe()
     );
-    conductor.secret_conflict(&record, &message, Some(&claimant), &caller).await;
-    let failed = conductor.fail_deployment(&mut record, message.clone()).await;
+    Err(fail_two_claimants(conductor, &mut record, lock, message, &claimant, &caller).await)
+}
+
+/// Two hosts claim the node's deploy token: the conflict is reported and the deployment fails
+/// (`message` says why); `lock` is released. The error the second claimant gets.
+async fn fail_two_claimants(
+    conductor: &Conductor,
+    record: &mut NodeRecord,
+    lock: crate::db::NodeLock,
+    message: String,
+    first: &Value,
+    second: &Caller,
+) -> ConductorError {
+    conductor.secret_conflict(record, &message, Some(first), second).await;
+    let failed = conductor.fail_deployment(record, message.clone()).await;
     conductor.changed();
     lock.release().await;
-    failed?;
-    Err(ConductorError::Refused(message))
+    match failed {
+        Ok(()) => ConductorError::Refused(message),
+        Err(e) => e,
+    }
 }
 
 fn no_token() -> ConductorError {

@@ -38,28 +38,9 @@ fn client_values_in_the_log_are_escaped_and_forge_no_line() {
         htpasswd.display()
     );
     std::fs::write(dir.path().join("bootvol.toml"), text).unwrap();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_bootvol"))
-        .arg("--config")
-        .arg(dir.path().join("bootvol.toml"))
-        .arg("serve")
-        .env("RUST_LOG", "info")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let reader = std::thread::spawn(move || {
-        let mut all = Vec::new();
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if line.contains(" serving ") {
-                let _ = tx.send(line.clone());
-            }
-            all.push(line);
-        }
-        all
-    });
-    let serving = rx.recv_timeout(Duration::from_secs(20)).expect("serve started");
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_bootvol"));
+    command.arg("--config").arg(dir.path().join("bootvol.toml")).arg("serve");
+    let (mut child, reader, serving) = spawn_logged(command);
     let field = |name: &str| {
         serving
             .split_whitespace()
@@ -150,26 +131,7 @@ fn deploy_refusals_are_logged_and_recorded_once_a_minute_per_client() {
     app.apply(serde_json::json!([{"name": "probed", "provision_state": "available",
         "ports": [{"address": "52:54:00:dd:00:01"}]}]));
     let uuid = app.show("probed")["node"]["uuid"].as_str().unwrap().to_owned();
-    let mut child = app
-        .command(&["serve"])
-        .env("RUST_LOG", "info")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let reader = std::thread::spawn(move || {
-        let mut all = Vec::new();
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if line.contains(" serving ") {
-                let _ = tx.send(line.clone());
-            }
-            all.push(line);
-        }
-        all
-    });
-    let serving = rx.recv_timeout(Duration::from_secs(20)).expect("serve started");
+    let (mut child, reader, serving) = spawn_logged(app.command(&["serve"]));
     let http = serving.split_whitespace().find_map(|f| f.strip_prefix("http=")).unwrap().to_owned();
     let agent: ureq::Agent =
         ureq::Agent::config_builder().http_status_as_error(false).build().into();
@@ -225,4 +187,31 @@ fn deploy_refusals_are_logged_and_recorded_once_a_minute_per_client() {
     assert!(payload["client_mac"].is_null(), "{payload}");
     assert!(payload["reason"].as_str().unwrap().contains("no deploy token"), "{payload}");
     assert_eq!(app.show("probed")["node"]["provision_state"], "available", "nothing changed");
+}
+
+/// `serve` started from `command` at level info, its log read by a thread (every line, returned
+/// when the process ends), once it logged its `serving` line (returned too).
+fn spawn_logged(
+    mut command: std::process::Command,
+) -> (std::process::Child, std::thread::JoinHandle<Vec<String>>, String) {
+    let mut child = command
+        .env("RUST_LOG", "info")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut all = Vec::new();
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if line.contains(" serving ") {
+                let _ = tx.send(line.clone());
+            }
+            all.push(line);
+        }
+        all
+    });
+    let serving = rx.recv_timeout(Duration::from_secs(20)).expect("serve started");
+    (child, reader, serving)
 }
