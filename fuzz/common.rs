@@ -12,7 +12,7 @@ pub(crate) fn tftp_packet(data: &[u8]) {
 /// Every value parser, on the bytes as text. A value that parses prints back as text that
 /// parses to the same value.
 pub(crate) fn values(data: &[u8]) {
-    use bootvol::model::{IscsiName, Lun, MacAddr, Portal, Wwn};
+    use bootvol_core::model::{IscsiName, Lun, MacAddr, Portal, Wwn};
     let Ok(text) = std::str::from_utf8(data) else { return };
     fn round_trip<T: FromStr + std::fmt::Display + PartialEq + std::fmt::Debug>(text: &str) {
         if let Ok(value) = text.parse::<T>() {
@@ -38,7 +38,7 @@ pub(crate) fn json_patch(data: &[u8]) {
 /// An inventory file, as JSON and as TOML, under a configuration that enables every storage
 /// interface.
 pub(crate) fn inventory(data: &[u8]) {
-    use bootvol::inventory::{Format, parse};
+    use bootvol_core::inventory::{Format, parse};
     let Ok(text) = std::str::from_utf8(data) else { return };
     let config = config();
     for format in [Format::Json, Format::Toml] {
@@ -46,8 +46,8 @@ pub(crate) fn inventory(data: &[u8]) {
     }
 }
 
-fn config() -> bootvol::config::Config {
-    bootvol::config::Config::from_toml(
+fn config() -> bootvol_core::config::Config {
+    bootvol_core::config::Config::from_toml(
         "[DEFAULT]\nenabled_storage_interfaces = [\"noop\", \"external\", \"cinder\"]\n\
          [cinder]\nurl = \"http://127.0.0.1:8776/v3\"\n",
         "fuzz",
@@ -58,8 +58,8 @@ fn config() -> bootvol::config::Config {
 /// A DHCP datagram through the ProxyDHCP's parser and decision. A packet that parses encodes
 /// back to one that parses to the same value; a reply never gives an address.
 pub(crate) fn dhcp_packet(data: &[u8]) {
-    use bootvol::dhcp::packet::Packet;
-    use bootvol::dhcp::proxy::{Decision, Facts, Port, Settings, decide};
+    use bootvol_edge::dhcp::packet::Packet;
+    use bootvol_edge::dhcp::proxy::{Decision, Facts, Port, Settings, decide};
     let Ok(packet) = Packet::parse(data) else { return };
     assert_eq!(Packet::parse(&packet.encode()).as_ref(), Ok(&packet));
     // The facts and settings vary with the last byte (usually padding or option end).
@@ -80,7 +80,7 @@ pub(crate) fn dhcp_packet(data: &[u8]) {
             let back = Packet::parse(&reply.packet.encode()).expect("a reply parses");
             assert!(back.yiaddr.is_unspecified());
             assert_eq!(back.xid, packet.xid);
-            if let bootvol::dhcp::proxy::Destination::Relay(to) = reply.to {
+            if let bootvol_edge::dhcp::proxy::Destination::Relay(to) = reply.to {
                 assert_eq!(to, facts.source, "a reply to a giaddr that did not send it");
             }
         }

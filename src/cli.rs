@@ -8,11 +8,11 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 
-use crate::boot::{BootScript, Templates, script_for};
-use crate::config::{Config, DEFAULT_CONFIG_PATH};
-use crate::db::Db;
-use crate::inventory::{self, Format};
-use crate::model::{MacAddr, NodeRecord};
+use bootvol_core::boot::{BootScript, Templates, script_for};
+use bootvol_core::config::{Config, DEFAULT_CONFIG_PATH};
+use bootvol_core::inventory::{self, Format};
+use bootvol_core::model::{MacAddr, NodeRecord};
+use bootvol_db::Db;
 
 /// The configuration `bootvol demo` runs on: every storage interface enabled, an in-memory
 /// database, the sample inventory.
@@ -185,10 +185,11 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<()> {
         command => {
             let (mut config, origin) = load_config(cli.config.as_deref())?;
             if !matches!(command, Command::CheckConfig | Command::Serve)
-                && config.http.public_url == crate::public_url::AUTO
+                && config.http.public_url == bootvol_runtime::public_url::AUTO
             {
                 // A command prints or starts what `serve` would serve now.
-                config.http.public_url = crate::public_url::initial(&config).get().to_string();
+                config.http.public_url =
+                    bootvol_runtime::public_url::initial(&config).get().to_string();
             }
             match command {
                 Command::CheckConfig => check_config(&config, &origin, out),
@@ -216,7 +217,7 @@ fn migrate_to_postgres(args: &MigrateArgs, out: &mut dyn Write) -> Result<()> {
     }
     let source =
         Db::open(&args.from).with_context(|| format!("opening {}", args.from.display()))?;
-    let target = crate::db::PostgresTarget::new(
+    let target = bootvol_db::PostgresTarget::new(
         &args.to,
         args.password_file.as_deref(),
         args.ca_file.as_deref(),
@@ -263,12 +264,12 @@ fn check_config(config: &Config, origin: &str, out: &mut dyn Write) -> Result<()
     // The limit `serve` will run with: it raises the soft limit to the hard one.
     let (_, hard) = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)?;
     config.check_descriptors(hard, origin)?;
-    let database = crate::db::Target::from_config(&config.database)
+    let database = bootvol_db::Target::from_config(&config.database)
         .map_err(|m| anyhow::anyhow!("{origin}: {m}"))?;
     writeln!(out, "{origin}: OK")?;
     writeln!(out, "{}", database.describe())?;
-    writeln!(out, "{}", crate::public_url::explain(config))?;
-    match crate::http::tls::from_config(&config.api)
+    writeln!(out, "{}", bootvol_runtime::public_url::explain(config))?;
+    match bootvol_edge::http::tls::from_config(&config.api)
         .map_err(|m| anyhow::anyhow!("{origin}: {m}"))?
     {
         Some(tls) => writeln!(
@@ -385,11 +386,11 @@ fn raise_descriptor_limit() -> u64 {
     }
 }
 
-/// Logs to standard error (`crate::logging`); `RUST_LOG` filters, else `default_filter`: `info`
+/// Logs to standard error (`bootvol_runtime::logging`); `RUST_LOG` filters, else `default_filter`: `info`
 /// for `serve`, `warn` for the commands whose own output is their answer. The guard writes what
 /// is queued when dropped: keep it for the command's life.
 fn init_logging(default_filter: &str) -> Option<tracing_appender::non_blocking::WorkerGuard> {
-    crate::logging::init(default_filter)
+    bootvol_runtime::logging::init(default_filter)
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime> {
@@ -400,10 +401,10 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 /// interrupted run left half done.
 async fn storage(
     config: Config,
-) -> Result<(crate::storage::StorageInterfaces, crate::db::SharedDb)> {
-    let db = crate::db::SharedDb::new(open_db(&config)?);
+) -> Result<(bootvol_control::storage::StorageInterfaces, bootvol_db::SharedDb)> {
+    let db = bootvol_db::SharedDb::new(open_db(&config)?);
     let interfaces =
-        crate::storage::StorageInterfaces::new(std::sync::Arc::new(config), db.clone())?;
+        bootvol_control::storage::StorageInterfaces::new(std::sync::Arc::new(config), db.clone())?;
     if let Some(cinder) = interfaces.cinder() {
         let report = cinder.recover().await?;
         for line in report
@@ -427,7 +428,7 @@ async fn storage(
 }
 
 fn volumes(config: Config, action: VolumesAction, out: &mut dyn Write) -> Result<()> {
-    use crate::conductor::{Action, Conductor, ConductorError};
+    use bootvol_control::conductor::{Action, Conductor, ConductorError};
     let _log = init_logging("warn");
     runtime()?.block_on(async {
         let (_, db) = storage(config.clone()).await?;
@@ -455,7 +456,7 @@ fn sync(config: Config, out: &mut dyn Write) -> Result<()> {
         let Some(cinder) = interfaces.cinder() else {
             bail!("the cinder storage interface is not enabled: nothing to sync");
         };
-        let report = cinder.sync(crate::db::SyncRunner::Cli).await?;
+        let report = cinder.sync(bootvol_db::SyncRunner::Cli).await?;
         writeln!(out, "checked: {}", report.checked)?;
         for line in &report.updated {
             writeln!(out, "updated: {line}")?;
@@ -475,12 +476,12 @@ fn sync(config: Config, out: &mut dyn Write) -> Result<()> {
 }
 
 fn node_command(config: Config, action: NodeAction, out: &mut dyn Write) -> Result<()> {
-    use crate::conductor::{Action, Conductor, Verb};
-    use crate::power::{BootDevice, PowerAction};
+    use bootvol_control::conductor::{Action, Conductor, Verb};
+    use bootvol_control::power::{BootDevice, PowerAction};
     let _log = init_logging("warn");
     let deploy_wait = std::time::Duration::from_secs(config.deploy.callback_timeout);
     runtime()?.block_on(async {
-        let db = crate::db::SharedDb::new(open_db(&config)?);
+        let db = bootvol_db::SharedDb::new(open_db(&config)?);
         let conductor = Conductor::new(std::sync::Arc::new(config), db)?;
         let verb = |name: &str, verb: Verb| (name.to_owned(), verb);
         let provision = match &action {
@@ -493,10 +494,10 @@ fn node_command(config: Config, action: NodeAction, out: &mut dyn Write) -> Resu
         };
         if let Some((node, verb)) = provision {
             let mut record = conductor.run(&node, Action::Provision(verb)).await?;
-            if record.node.provision_state == crate::model::ProvisionState::WaitCallBack {
+            if record.node.provision_state == bootvol_core::model::ProvisionState::WaitCallBack {
                 writeln!(out, "{}: wait call-back (the deploy ramdisk is writing the image)", record.node.name)?;
                 record = conductor.wait_for_deploy(&node, deploy_wait).await?;
-                if let Some(error) = record.node.last_error.as_deref().filter(|_| record.node.provision_state != crate::model::ProvisionState::Active) {
+                if let Some(error) = record.node.last_error.as_deref().filter(|_| record.node.provision_state != bootvol_core::model::ProvisionState::Active) {
                     bail!("node {}: {error}", record.node.name);
                 }
             }
@@ -509,7 +510,7 @@ fn node_command(config: Config, action: NodeAction, out: &mut dyn Write) -> Resu
                 writeln!(out, "{:<24} {:<14} {:<10} {:<10} {:<12} LAST ERROR", "NAME", "PROVISION", "POWER", "STORAGE", "SCENARIO")?;
                 let default = conductor.default_storage();
                 for r in records {
-                    let scenario = crate::boot::decide(&r, default).map(|s| s.name()).unwrap_or("invalid");
+                    let scenario = bootvol_core::boot::decide(&r, default).map(|s| s.name()).unwrap_or("invalid");
                     let power = r.node.power_state.map_or("-", |p| p.as_str());
                     let storage = r.node.effective_storage_interface(default);
                     writeln!(out, "{:<24} {:<14} {:<10} {:<10} {:<12} {}", r.node.name, r.node.provision_state.as_str(), power,
@@ -519,7 +520,7 @@ fn node_command(config: Config, action: NodeAction, out: &mut dyn Write) -> Resu
             NodeAction::Show { node, json } => {
                 let record = conductor.load(&node).await?;
                 let mut value = serde_json::to_value(&record)?;
-                crate::secrets::mask(&mut value);
+                bootvol_core::secrets::mask(&mut value);
                 if json {
                     writeln!(out, "{}", serde_json::to_string_pretty(&value)?)?;
                 } else {

@@ -1,10 +1,10 @@
 //! The boot activity view of the admin page: the last hour of boots per minute, failures
 //! highlighted, drawn on the server as an SVG (the page needs no JavaScript). It renders what
-//! `crate::metrics` counted ([`Minute`]); it knows nothing of how those counts are kept.
+//! `bootvol_runtime::metrics` counted ([`Minute`]); it knows nothing of how those counts are kept.
 
 use std::fmt::Write;
 
-use crate::metrics::Minute;
+use bootvol_runtime::metrics::Minute;
 
 const WIDTH: u32 = 600;
 const HEIGHT: u32 = 120;
@@ -16,7 +16,7 @@ const RED: &str = "#c0392b";
 
 /// `HH:MM` (UTC) of a Unix time.
 fn hour_minute(unix: i64) -> String {
-    let text = crate::timefmt::format_unix(unix.max(0) as u64);
+    let text = bootvol_core::timefmt::format_unix(unix.max(0) as u64);
     text.get(11..16).unwrap_or("--:--").to_owned()
 }
 

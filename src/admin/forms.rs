@@ -9,7 +9,7 @@
 //! message beside the form.
 //!
 //! Each form turns its fields into the `inventory` parsers' specs and calls the node service
-//! ([`crate::nodes::NodeService`]), the same functions the REST API calls: a form writes exactly
+//! ([`bootvol_control::nodes::NodeService`]), the same functions the REST API calls: a form writes exactly
 //! what the API would accept (Ironic's edit rules, uniqueness, masked secrets sent back
 //! unchanged keep the stored ones). Power and provision actions start through the API's action
 //! entry point (`api::start_state_change`); validation asks the conductor. A
@@ -29,11 +29,11 @@ use super::rack::{needs_confirmation, started};
 use super::session::Session;
 use super::{AdminState, NodesView, checked_post};
 use crate::api::StateChange;
-use crate::inventory::{self, ChildSpec};
-use crate::model::{
+use bootvol_control::nodes::{NodeError, NodeService};
+use bootvol_core::inventory::{self, ChildSpec};
+use bootvol_core::model::{
     Child, ChildKind, Driver, NodeRecord, ProvisionState, Stamped, StorageInterfaceName, new_uuid,
 };
-use crate::nodes::{NodeError, NodeService};
 
 fn field<'a>(form: &'a HashMap<String, String>, name: &str) -> &'a str {
     form.get(name).map_or("", |v| v.trim())
@@ -82,7 +82,7 @@ fn typed_values(form: &HashMap<String, String>) -> HashMap<String, String> {
 /// string literals are scanned, and a literal followed by `:` is a key.
 pub(super) fn mask_typed_json(text: &str) -> String {
     if let Ok(mut value) = serde_json::from_str::<Value>(text) {
-        crate::secrets::mask(&mut value);
+        bootvol_core::secrets::mask(&mut value);
         return serde_json::to_string_pretty(&value).unwrap_or_default();
     }
     let chars: Vec<char> = text.chars().collect();
@@ -101,7 +101,7 @@ pub(super) fn mask_typed_json(text: &str) -> String {
             i = (i + 1).min(chars.len());
             let literal: String = chars[start..i].iter().collect();
             if secret_value {
-                out.push_str(&format!("\"{}\"", crate::secrets::MASK));
+                out.push_str(&format!("\"{}\"", bootvol_core::secrets::MASK));
                 secret_value = false;
                 continue;
             }
@@ -109,7 +109,7 @@ pub(super) fn mask_typed_json(text: &str) -> String {
             let next = chars[i..].iter().find(|c| !c.is_whitespace());
             if next == Some(&':') {
                 let key: String = chars[start + 1..end].iter().collect();
-                secret_value = crate::secrets::is_secret_key(&key);
+                secret_value = bootvol_core::secrets::is_secret_key(&key);
             }
             continue;
         }
@@ -121,7 +121,7 @@ pub(super) fn mask_typed_json(text: &str) -> String {
                 while i < chars.len() && !matches!(chars[i], ',' | '}' | ']' | '\n') {
                     i += 1;
                 }
-                out.push_str(&format!("\"{}\"", crate::secrets::MASK));
+                out.push_str(&format!("\"{}\"", bootvol_core::secrets::MASK));
                 secret_value = false;
                 continue;
             }
@@ -440,7 +440,7 @@ fn bmc_fields(
         if !value.is_empty() {
             map.insert(key.into(), json!(value));
         } else if *name == "bmc_password" && stored.is_some_and(|d| d.contains_key(key)) {
-            map.insert(key.into(), json!(crate::secrets::MASK));
+            map.insert(key.into(), json!(bootvol_core::secrets::MASK));
         } else {
             map.remove(key);
         }
@@ -519,7 +519,7 @@ fn node_document(
         // What the API sets and the form does not show is kept (issue 15).
         node.insert("instance_uuid".into(), json!(n.instance_uuid));
         node.insert("resource_class".into(), json!(n.resource_class));
-        for kind in crate::model::hardware::Interfaces::KINDS {
+        for kind in bootvol_core::model::hardware::Interfaces::KINDS {
             node.insert(kind.field(), json!(n.interfaces.get(*kind)));
         }
     }
@@ -623,8 +623,8 @@ pub(super) async fn create_node(
         if !field(&form, "volume_id").is_empty()
             && let Ok(record) = nodes.node(&uuid).await
         {
-            let why = match crate::boot::decide(&record, nodes.default_storage()) {
-                Ok(crate::boot::Scenario::NotBootFromVolume) => Some(format!(
+            let why = match bootvol_core::boot::decide(&record, nodes.default_storage()) {
+                Ok(bootvol_core::boot::Scenario::NotBootFromVolume) => Some(format!(
                     "its storage interface is {} (choose external or cinder)",
                     record.node.effective_storage_interface(nodes.default_storage())
                 )),
@@ -926,7 +926,7 @@ mod tests {
 
     #[test]
     fn an_edit_keeps_what_the_form_does_not_show() {
-        let config = crate::config::Config::from_toml("", "test").unwrap();
+        let config = bootvol_core::config::Config::from_toml("", "test").unwrap();
         let current: NodeRecord = serde_json::from_value(json!({
             "node": {"uuid": "44444444-4444-4444-8444-000000000001", "name": "n1", "driver": "fake", "storage_interface": "noop",
                      "properties": {"capabilities": "iscsi_boot:true", "cpus": 4},
@@ -983,7 +983,7 @@ mod tests {
         assert_eq!(
             Value::Object(map),
             json!({"redfish_address": "https://10.0.0.5", "redfish_username": "admin",
-                   "redfish_password": crate::secrets::MASK, "x": 1}),
+                   "redfish_password": bootvol_core::secrets::MASK, "x": 1}),
             "an empty password keeps the stored one (the mask), an empty system id is removed"
         );
         let mut fresh = Map::new();

@@ -14,7 +14,7 @@
 //! API needs no credentials: visiting the log-in page opens a session at once (CSRF tokens and
 //! messages still need one), and every page says that authentication is off.
 //!
-//! Reads and writes go through the node service ([`crate::nodes`]), the same typed core the
+//! Reads and writes go through the node service ([`bootvol_control::nodes`]), the same typed core the
 //! API calls (never through the API's routes, and never around the core to `db`); scripts come
 //! from the `boot` scenario rules. Like the API, secrets are masked before anything reaches a
 //! template. The password form (`password.rs`) sets the logged-in user's own password in the
@@ -108,8 +108,9 @@ fn environment(auth_off: bool, secrets_to_anyone: bool) -> Environment<'static> 
 
 /// The admin routes (`/admin`, `/admin/...`), merged with the API's on its listener by `app`.
 pub fn router(api: ApiState) -> Router {
-    let auth_off = api.config().api.auth_strategy == crate::config::ApiAuthStrategy::Noauth;
-    let secrets_to_anyone = api.config().boot.script_secrets == crate::config::ScriptSecrets::Any;
+    let auth_off = api.config().api.auth_strategy == bootvol_core::config::ApiAuthStrategy::Noauth;
+    let secrets_to_anyone =
+        api.config().boot.script_secrets == bootvol_core::config::ScriptSecrets::Any;
     let tls = api.config().api.tls_cert.is_some();
     let state = AdminState {
         auth_off,
@@ -206,7 +207,7 @@ fn html(status: StatusCode, body: String) -> Response {
 
 impl AdminState {
     /// The node service both front ends write through.
-    fn nodes(&self) -> &crate::nodes::NodeService {
+    fn nodes(&self) -> &bootvol_control::nodes::NodeService {
         self.api.nodes()
     }
 
@@ -215,7 +216,7 @@ impl AdminState {
     async fn sessions(&self) -> &Sessions {
         self.sessions
             .get_or_init(|| async {
-                let now = i64::try_from(crate::timefmt::now_unix()).unwrap_or(i64::MAX);
+                let now = i64::try_from(bootvol_core::timefmt::now_unix()).unwrap_or(i64::MAX);
                 let key = self.nodes().admin_session_key(Sessions::random_key()).await;
                 let logged_out = self.nodes().admin_logouts(now).await;
                 let api = self.api.clone();
@@ -483,7 +484,7 @@ async fn logout(
     if let Some(c) = cookie_value(&headers)
         && let Some((id, until)) = state.sessions().await.close(&c)
     {
-        let now = i64::try_from(crate::timefmt::now_unix()).unwrap_or(i64::MAX);
+        let now = i64::try_from(bootvol_core::timefmt::now_unix()).unwrap_or(i64::MAX);
         if let Err(e) = state.nodes().add_admin_logout(id, until, now).await {
             tracing::error!(error = %e, "admin log-out not kept: a restart would restore the session");
         }
@@ -506,7 +507,7 @@ async fn nodes_page(
             // "Enroll" on an unknown MAC comes back here with the MAC to prefill the form.
             let mut view = NodesView::new(rack::ListQuery::parse(&query));
             if let Some(mac) =
-                query.get("enroll").and_then(|m| m.parse::<crate::model::MacAddr>().ok())
+                query.get("enroll").and_then(|m| m.parse::<bootvol_core::model::MacAddr>().ok())
             {
                 view.typed.insert("mac".into(), mac.to_string());
                 view.create_open = true;
@@ -555,7 +556,7 @@ async fn metrics_page(State(state): State<AdminState>, headers: HeaderMap, uri: 
         return *redirect;
     }
     let text = state.api.metrics().scrape_full().await;
-    let kind = HeaderValue::from_static(crate::metrics::CONTENT_TYPE);
+    let kind = HeaderValue::from_static(bootvol_runtime::metrics::CONTENT_TYPE);
     (StatusCode::OK, [(header::CONTENT_TYPE, kind)], text).into_response()
 }
 
@@ -598,7 +599,7 @@ struct Column {
 #[derive(Default)]
 struct ListFold {
     rows: Vec<rack::Summary>,
-    known: std::collections::HashSet<crate::model::MacAddr>,
+    known: std::collections::HashSet<bootvol_core::model::MacAddr>,
     /// Volume id to the node (UUID, name) that uses it.
     volumes: HashMap<String, (String, String)>,
 }
@@ -631,7 +632,7 @@ async fn render_nodes(
     let folded = state
         .nodes()
         .fold_nodes(ListFold::default(), move |fold, r| {
-            let scenario = match crate::boot::decide(r, default) {
+            let scenario = match bootvol_core::boot::decide(r, default) {
                 Ok(scenario) => scenario.name().to_owned(),
                 Err(e) => format!("not bootable: {e}"),
             };
@@ -655,7 +656,7 @@ async fn render_nodes(
                 {
                     unknown.push(context! {
                         mac => mac.to_string(), client => hit.client.to_string(), via => hit.via,
-                        at => crate::timefmt::format_unix(hit.at.max(0) as u64),
+                        at => bootvol_core::timefmt::format_unix(hit.at.max(0) as u64),
                     });
                 }
             }
@@ -704,14 +705,14 @@ async fn render_nodes(
         pages => pages, filters => filters, attention => minijinja::value::Serde(&attention),
         attention_any => attention.any(), sync => sync, unknown_macs => unknown,
         back => query.href(&[]),
-        states => crate::model::ProvisionState::ALL.iter().map(|p| p.as_str()).collect::<Vec<_>>(),
+        states => bootvol_core::model::ProvisionState::ALL.iter().map(|p| p.as_str()).collect::<Vec<_>>(),
         typed => view.typed, error_field => error_field, error_text => error_text,
         create_open => create_open, default_storage => default.as_str() },
     )
 }
 
 /// The last sync pass and the attachments counted by state, as the node service reads them.
-type SyncOverview = (Option<crate::nodes::SyncStatus>, Vec<(String, i64)>);
+type SyncOverview = (Option<bootvol_control::nodes::SyncStatus>, Vec<(String, i64)>);
 
 /// The Cinder sync status: whether this process syncs, the last pass (by `serve` or `bootvol
 /// sync`) with a verdict that is `ok` only when nothing drifted or failed, its problem lines
@@ -719,13 +720,13 @@ type SyncOverview = (Option<crate::nodes::SyncStatus>, Vec<(String, i64)>);
 /// state.
 fn sync_status(
     state: &AdminState,
-    found: Result<SyncOverview, crate::nodes::NodeError>,
+    found: Result<SyncOverview, bootvol_control::nodes::NodeError>,
     lines: &[rack::SyncLine],
     volumes: &HashMap<String, (String, String)>,
 ) -> minijinja::Value {
     let enabled = state.nodes().conductor().storage().cinder().is_some();
     let every = state.api.config().cinder.sync_interval;
-    let time = |t: i64| crate::timefmt::format_unix(t.max(0) as u64);
+    let time = |t: i64| bootvol_core::timefmt::format_unix(t.max(0) as u64);
     match found {
         Ok((last, counts)) => context! {
             enabled => enabled,

@@ -15,8 +15,8 @@ use serde_json::{Map, Value, json};
 use super::forms::{Confirm, Typed, bmc_keys};
 use super::session::Session;
 use super::{AdminState, logged_in, rack};
-use crate::model::{ConnectorType, Driver, NodeRecord, StorageInterfaceName, VolumeType};
-use crate::secrets::{MASK, is_secret_key, mask, mask_map};
+use bootvol_core::model::{ConnectorType, Driver, NodeRecord, StorageInterfaceName, VolumeType};
+use bootvol_core::secrets::{MASK, is_secret_key, mask, mask_map};
 
 /// The events shown on a node page.
 const EVENTS: u32 = 50;
@@ -141,9 +141,9 @@ pub(super) async fn render_node(
     let config = state.api.config();
     let default = nodes.default_storage();
     let (script, script_problem) =
-        match crate::boot::Templates::new(config.boot.templates_dir.as_deref()) {
+        match bootvol_core::boot::Templates::new(config.boot.templates_dir.as_deref()) {
             Ok(templates) => {
-                let script = crate::boot::script_for(
+                let script = bootvol_core::boot::script_for(
                     &templates,
                     &config.boot_settings(),
                     default,
@@ -176,7 +176,7 @@ pub(super) async fn render_node(
     // Two hosts claimed this node's secrets (`script_access`): a red banner, newest first.
     let conflict = events
         .iter()
-        .find(|e| e["event_type"] == crate::script_access::CONFLICT_EVENT)
+        .find(|e| e["event_type"] == bootvol_edge::script_access::CONFLICT_EVENT)
         .map(|e| json!({"at": e["created_at"], "message": e["message"], "repeats": e["repeats"]}));
     // A refusal shown beside its form says so at the top too, linking to it.
     let form_problem = typed.as_ref().and(problem.clone());
@@ -194,7 +194,7 @@ pub(super) async fn render_node(
             .collect(),
         _ => Default::default(),
     };
-    let macs: Vec<crate::model::MacAddr> = record.ports.iter().map(|p| p.address).collect();
+    let macs: Vec<bootvol_core::model::MacAddr> = record.ports.iter().map(|p| p.address).collect();
     let boots: Vec<Value> = state
         .api
         .recent_boots()
@@ -203,7 +203,7 @@ pub(super) async fn render_node(
         .filter(|h| h.mac.is_some_and(|m| macs.contains(&m)))
         .take(50)
         .map(|h| {
-            json!({"at": crate::timefmt::format_unix(h.at.max(0) as u64), "via": h.via,
+            json!({"at": bootvol_core::timefmt::format_unix(h.at.max(0) as u64), "via": h.via,
                    "client": h.client.to_string(), "mac": h.mac.map(|m| m.to_string())})
         })
         .collect();
@@ -230,7 +230,8 @@ pub(super) async fn render_node(
     });
     let failed = matches!(
         n.provision_state,
-        crate::model::ProvisionState::DeployFailed | crate::model::ProvisionState::Error
+        bootvol_core::model::ProvisionState::DeployFailed
+            | bootvol_core::model::ProvisionState::Error
     );
     let heading_to =
         n.target_provision_state.map(|s| s.as_str()).or(n.target_power_state.map(|p| p.as_str()));
@@ -244,7 +245,7 @@ pub(super) async fn render_node(
         "power_state": n.power_state.map(|p| p.as_str()),
         "provision_state": n.provision_state.as_str(),
         "storage_interface": n.effective_storage_interface(default).as_str(),
-        "scenario": match crate::boot::decide(&record, default) {
+        "scenario": match bootvol_core::boot::decide(&record, default) {
             Ok(scenario) => scenario.name().to_owned(),
             Err(e) => format!("not bootable: {e}"),
         },

@@ -1,7 +1,7 @@
 //! The nodes list of a whole rack, pure: one summary row per node, the list's query (search by
 //! name, MAC in any common form or UUID; filters by state, power, maintenance, problem; sort;
 //! page), the counts of what needs attention, which actions fit a node's state (the provision
-//! verbs are the conductor's table, [`crate::conductor::states::allowed`]) and which of them ask
+//! verbs are the conductor's table, [`bootvol_control::conductor::states::allowed`]) and which of them ask
 //! for a confirmation, the words an action's start is told in, and the Cinder sync verdict.
 //!
 //! No I/O: `mod.rs` loads the records and renders; everything here is tested with plain values.
@@ -10,8 +10,8 @@ use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
 
-use crate::conductor::states::{Verb, allowed, deletable};
-use crate::model::{NodeRecord, PowerState, ProvisionState};
+use bootvol_control::conductor::states::{Verb, allowed, deletable};
+use bootvol_core::model::{NodeRecord, PowerState, ProvisionState};
 
 /// Rows shown on one page of the list.
 pub(super) const PAGE_SIZE: usize = 50;

@@ -183,7 +183,7 @@ impl Sessions {
         let id = random_hex();
         // No entry: a stamp no entry has (an HMAC is hex, never this).
         let stamp = self.stamp(user.as_deref()).unwrap_or_else(|| "none".to_owned());
-        let cookie = self.cookie(&id, user.as_deref(), crate::timefmt::now_unix(), &stamp);
+        let cookie = self.cookie(&id, user.as_deref(), bootvol_core::timefmt::now_unix(), &stamp);
         let session = Session { user, csrf: self.csrf(&id), cookie: cookie.clone() };
         self.insert(id, session.clone());
         (cookie, session)
@@ -250,7 +250,8 @@ impl Sessions {
 
     fn restore(&self, cookie: &str, claims: Claims<'_>) -> Option<Session> {
         let timeout = if claims.user.is_some() { IDLE_TIMEOUT } else { ANONYMOUS_TIMEOUT };
-        let young = crate::timefmt::now_unix() < claims.opened_at.saturating_add(timeout.as_secs());
+        let young =
+            bootvol_core::timefmt::now_unix() < claims.opened_at.saturating_add(timeout.as_secs());
         if !young || self.logged_out.lock().unwrap_or_else(|p| p.into_inner()).contains(claims.id) {
             return None;
         }

@@ -11,10 +11,10 @@ use serde_json::{Map, Value, json};
 
 use super::resources::{kind_of, load_node, without_nulls};
 use super::{ApiError, ApiResult, ApiState, Request, json_response};
-use crate::conductor::{Action, ConductorError, Verb, plan};
-use crate::model::hardware::Kind;
-use crate::power::{BootDevice, PowerAction};
-use crate::secrets::mask;
+use bootvol_control::conductor::{Action, ConductorError, Verb, plan};
+use bootvol_control::power::{BootDevice, PowerAction};
+use bootvol_core::model::hardware::Kind;
+use bootvol_core::secrets::mask;
 
 pub(super) fn map_conductor(e: ConductorError) -> ApiError {
     match e {
@@ -173,7 +173,11 @@ pub(super) async fn set_provision(state: &ApiState, r: &Request, key: &str) -> A
 }
 
 /// Ironic's 400 for a verb the node's state does not allow.
-fn refuse_transition(node: &crate::model::Node, target: &str, verb: Verb) -> Result<(), ApiError> {
+fn refuse_transition(
+    node: &bootvol_core::model::Node,
+    target: &str,
+    verb: Verb,
+) -> Result<(), ApiError> {
     plan(node.provision_state, verb).map(|_| ()).map_err(|m| {
         ApiError::bad_request(format!(
             "The requested action \"{target}\" can not be performed on node \"{}\" while it is in state \"{}\": {m}",

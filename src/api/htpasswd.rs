@@ -13,7 +13,7 @@ use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
-use crate::config::{ApiAuthStrategy, Config};
+use bootvol_core::config::{ApiAuthStrategy, Config};
 
 /// The first line of a file that holds only the one-time password bootvol generated.
 pub const ONE_TIME_MARK: &str =

@@ -11,8 +11,8 @@ use serde_json::{Map, Value, json};
 
 use super::resources::{load_node, without_nulls};
 use super::{ApiError, ApiResult, ApiState, Request, json_response, versions};
-use crate::model::hardware::{self, Kind};
-use crate::model::{Driver, NodeRecord};
+use bootvol_core::model::hardware::{self, Kind};
+use bootvol_core::model::{Driver, NodeRecord};
 
 /// The conductor host the driver resources name.
 const HOST: &str = "bootvol";

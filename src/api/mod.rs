@@ -9,7 +9,7 @@
 //! every secret is masked; `http_basic` (bcrypt htpasswd) or `noauth`.
 //!
 //! Every write is parsed by the `inventory` parsers (the same checks as an inventory file) and
-//! handed to the node service ([`crate::nodes`]), which owns the edit rules, secrets and events;
+//! handed to the node service ([`bootvol_control::nodes`]), which owns the edit rules, secrets and events;
 //! its typed errors become Ironic's statuses here. `/healthz`, `/readyz` and `/metrics` are
 //! answered without authentication (`public`). This module knows nothing of the admin page
 //! (`app` merges the two routers).
@@ -35,9 +35,9 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use crate::conductor::Conductor;
-use crate::config::{ApiAuthStrategy, Config};
-use crate::nodes::{NodeError, NodeService};
+use bootvol_control::conductor::Conductor;
+use bootvol_control::nodes::{NodeError, NodeService};
+use bootvol_core::config::{ApiAuthStrategy, Config};
 
 /// The lowest microversion served (and the one a request without a version header gets).
 pub const MIN_MINOR: u32 = 1;
@@ -70,7 +70,7 @@ struct Inner {
     auth: arc_swap::ArcSwap<Auth>,
     /// The htpasswd file as it was when `auth` was read: modification time, size and inode.
     auth_file: Mutex<Option<FileStamp>>,
-    recent: Arc<crate::recent::RecentBoots>,
+    recent: Arc<bootvol_core::recent::RecentBoots>,
     /// bcrypt checks running at once: at most half the cores (at least one), whatever the
     /// number of clients and user names tried, so password guessing never takes the CPU the
     /// boots need (`ApiState::bcrypt`).
@@ -81,7 +81,7 @@ struct Inner {
     /// the listener's bound address. Never the request's `Host` header.
     endpoint: String,
     /// What `/metrics` and `/readyz` answer from.
-    metrics: Arc<crate::metrics::Metrics>,
+    metrics: Arc<bootvol_runtime::metrics::Metrics>,
 }
 
 impl std::fmt::Debug for ApiState {
@@ -97,9 +97,9 @@ impl ApiState {
     pub fn new(
         config: Arc<Config>,
         conductor: Conductor,
-        recent: Arc<crate::recent::RecentBoots>,
+        recent: Arc<bootvol_core::recent::RecentBoots>,
         local: std::net::SocketAddr,
-        metrics: Arc<crate::metrics::Metrics>,
+        metrics: Arc<bootvol_runtime::metrics::Metrics>,
     ) -> ApiState {
         let stamp = file_stamp(&config);
         let first = load_auth(&config);
@@ -134,12 +134,12 @@ impl ApiState {
     }
 
     /// The appliance's counters (the admin page's boot activity).
-    pub(crate) fn metrics(&self) -> &Arc<crate::metrics::Metrics> {
+    pub(crate) fn metrics(&self) -> &Arc<bootvol_runtime::metrics::Metrics> {
         &self.inner.metrics
     }
 
     /// The recent boot requests.
-    pub(crate) fn recent_boots(&self) -> &crate::recent::RecentBoots {
+    pub(crate) fn recent_boots(&self) -> &bootvol_core::recent::RecentBoots {
         &self.inner.recent
     }
 
@@ -322,8 +322,8 @@ fn dummy_hash(users: &HashMap<String, String>) -> String {
         .filter_map(|h| h.get(4..6).and_then(|c| c.parse::<u32>().ok()))
         .max()
         .unwrap_or(bcrypt::DEFAULT_COST);
-    bcrypt::hash(crate::model::new_uuid(), cost)
-        .or_else(|_| bcrypt::hash(crate::model::new_uuid(), bcrypt::DEFAULT_COST))
+    bcrypt::hash(bootvol_core::model::new_uuid(), cost)
+        .or_else(|_| bcrypt::hash(bootvol_core::model::new_uuid(), bcrypt::DEFAULT_COST))
         .unwrap_or_default()
 }
 
@@ -604,7 +604,7 @@ async fn handle(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let request_id = format!("req-{}", crate::model::new_uuid());
+    let request_id = format!("req-{}", bootvol_core::model::new_uuid());
     let negotiated = negotiate(&headers);
     let minor = negotiated.as_ref().map_or(MIN_MINOR, |m| *m);
     let result = match negotiated {

@@ -1,7 +1,7 @@
 //! The API listener's public routes, answered without authentication (they never reach the
 //! dispatcher, where the API authenticates): `GET /healthz` (200 while the process runs),
 //! `GET /readyz` (200 when boots can be served, 503 with the reason otherwise) and
-//! `GET /metrics` (OpenMetrics text). What they say comes from `crate::metrics`; none of it
+//! `GET /metrics` (OpenMetrics text). What they say comes from `bootvol_runtime::metrics`; none of it
 //! names a node, a MAC or an address.
 
 use axum::extract::State;
@@ -24,6 +24,6 @@ pub(super) async fn readyz(State(state): State<ApiState>) -> Response {
 
 pub(super) async fn metrics(State(state): State<ApiState>) -> Response {
     let text = state.inner.metrics.scrape().await;
-    let kind = HeaderValue::from_static(crate::metrics::CONTENT_TYPE);
+    let kind = HeaderValue::from_static(bootvol_runtime::metrics::CONTENT_TYPE);
     (StatusCode::OK, [(header::CONTENT_TYPE, kind)], text).into_response()
 }

@@ -1,5 +1,5 @@
 //! The API's resources: nodes, ports, volume connectors and volume targets, in Ironic's JSON
-//! shapes. Reads and writes go through the node service ([`crate::nodes`]): this module turns
+//! shapes. Reads and writes go through the node service ([`bootvol_control::nodes`]): this module turns
 //! Ironic's JSON (bodies, JSON patches, microversions) into the `inventory` parsers' specs and
 //! the service's answers back into JSON; the actions are in `actions.rs`.
 
@@ -15,12 +15,12 @@ use super::{
     ApiError, ApiResult, ApiState, Request, VOLUME_MINOR, apply_patch, collection, json_response,
     parse_fields, select, versions,
 };
-use crate::inventory::{self, ChildSpec};
-use crate::model::hardware::Interfaces;
-use crate::model::{
+use bootvol_core::inventory::{self, ChildSpec};
+use bootvol_core::model::hardware::Interfaces;
+use bootvol_core::model::{
     Child, ChildKind, Node, NodeRecord, ProvisionState, Stamped, canonical_uuid, new_uuid,
 };
-use crate::secrets::mask;
+use bootvol_core::secrets::mask;
 
 const NODE_LIST_FIELDS: &[&str] =
     &["uuid", "name", "instance_uuid", "power_state", "provision_state", "maintenance"];
@@ -698,7 +698,7 @@ async fn list_children(
             let address = r
                 .param("address")
                 .map(|a| {
-                    a.parse::<crate::model::MacAddr>()
+                    a.parse::<bootvol_core::model::MacAddr>()
                         .map_err(|e| ApiError::bad_request(format!("address: {e}")))
                 })
                 .transpose()?;

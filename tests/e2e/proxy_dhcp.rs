@@ -403,7 +403,7 @@ fn uefi_http_boot_through_proxy_dhcp() {
 }
 
 /// Sets option 60 of a reply to `PXEClient`.
-fn answer_as_pxe_client(reply: &mut bootvol::dhcp::packet::Packet) {
+fn answer_as_pxe_client(reply: &mut bootvol_edge::dhcp::packet::Packet) {
     for (code, value) in &mut reply.options {
         if *code == 60 {
             *value = b"PXEClient".to_vec();
@@ -412,7 +412,7 @@ fn answer_as_pxe_client(reply: &mut bootvol::dhcp::packet::Packet) {
 }
 
 /// Leaves a reply as bootvol made it.
-fn unchanged(_: &mut bootvol::dhcp::packet::Packet) {}
+fn unchanged(_: &mut bootvol_edge::dhcp::packet::Packet) {}
 
 /// The negative control of HTTP Boot: a responder offers exactly what bootvol offers an HTTP
 /// Boot client, but with option 60 `PXEClient`. EDK2 must ignore it: it keeps sending
@@ -446,7 +446,7 @@ fn uefi_http_boot_ignores_a_pxe_client_answer() {
     let discovers: Vec<_> = answered
         .iter()
         .filter(|x| {
-            x.request.message_type() == Some(bootvol::dhcp::packet::msg::DISCOVER)
+            x.request.message_type() == Some(bootvol_edge::dhcp::packet::msg::DISCOVER)
                 && x.request.option(60).is_some_and(|c| c.starts_with(b"HTTPClient"))
                 && x.reply.option(60) == Some(b"PXEClient")
         })

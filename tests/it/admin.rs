@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use bootvol::config::Config;
+use bootvol_core::config::Config;
 use tokio_util::sync::CancellationToken;
 
 use crate::support::config_text;
@@ -369,13 +369,13 @@ fn node_page_shows_children_and_the_script_with_secrets_masked() {
     // The target's Cinder attachment, as the storage interface records it, is shown.
     let db = crate::support::open_db_ok(admin._dir.path()).unwrap();
     let target = db.node_record(&uuid).unwrap().unwrap().volume_targets[0].uuid.clone();
-    db.save_attachment_record(&bootvol::db::AttachmentRecord {
+    db.save_attachment_record(&bootvol_db::AttachmentRecord {
         node_uuid: uuid.clone(),
         target_uuid: target,
         volume_id: "vol-1".into(),
         api: "attachments".into(),
         attachment_id: Some("att-1234".into()),
-        state: bootvol::db::AttachmentState::Attached,
+        state: bootvol_db::AttachmentState::Attached,
         step: "completed".into(),
         connector: serde_json::json!({}),
         last_error: None,
@@ -624,9 +624,9 @@ fn boot_activity_shows_boots_and_failures_of_the_last_hour() {
     let inventory = serde_json::json!({"nodes": [node("plain", "52:54:00:ac:00:01", false),
         node("chap", "52:54:00:ac:00:02", true)]});
     let config = Config::from_toml(&config_text(admin._dir.path()), "test").unwrap();
-    let specs = bootvol::inventory::parse(
+    let specs = bootvol_core::inventory::parse(
         &inventory.to_string(),
-        bootvol::inventory::Format::Json,
+        bootvol_core::inventory::Format::Json,
         &config,
     )
     .unwrap();
@@ -685,7 +685,7 @@ fn boot_activity_shows_boots_and_failures_of_the_last_hour() {
 }
 
 /// The stored (unmasked) node record, read from the appliance's database.
-fn stored(admin: &Admin, node: &str) -> bootvol::model::NodeRecord {
+fn stored(admin: &Admin, node: &str) -> bootvol_core::model::NodeRecord {
     let db = crate::support::open_db_ok(admin._dir.path()).unwrap();
     db.node_record(node).unwrap().expect("node stored")
 }
@@ -960,7 +960,7 @@ fn noauth_opens_the_page_without_a_login_and_says_so() {
 
 #[test]
 fn the_nodes_page_shows_the_cinder_sync_status() {
-    use bootvol::db::{SyncPass, SyncPassOutcome, SyncRunner};
+    use bootvol_db::{SyncPass, SyncPassOutcome, SyncRunner};
     let admin = Admin::start();
     let cookie = admin.login(PASSWORD).cookie();
     let list = admin.call("GET", "/admin/", None, &[("Cookie", &cookie)]);
@@ -992,7 +992,7 @@ fn the_nodes_page_shows_the_cinder_sync_status() {
     })
     .unwrap();
     let list = admin.call("GET", "/admin/", None, &[("Cookie", &cookie)]);
-    let at = |t: u64| bootvol::timefmt::format_unix(t);
+    let at = |t: u64| bootvol_core::timefmt::format_unix(t);
     for expected in [
         "<span id=\"sync-verdict\" class=\"bad\">errors</span>".to_owned(),
         format!("finished {} (by bootvol sync)", at(1_790_000_102)),
@@ -1215,16 +1215,16 @@ fn seed_rack(admin: &Admin) {
         })
         .collect();
     let config = Config::from_toml(&config_text(admin._dir.path()), "test").unwrap();
-    let specs = bootvol::inventory::parse(
+    let specs = bootvol_core::inventory::parse(
         &serde_json::json!({ "nodes": nodes }).to_string(),
-        bootvol::inventory::Format::Json,
+        bootvol_core::inventory::Format::Json,
         &config,
     )
     .unwrap();
     let mut db = crate::support::open_db(admin._dir.path());
     db.apply_inventory(&specs, false).unwrap();
     let mut failed = db.node_record("rack-321").unwrap().unwrap();
-    failed.node.provision_state = bootvol::model::ProvisionState::DeployFailed;
+    failed.node.provision_state = bootvol_core::model::ProvisionState::DeployFailed;
     failed.node.last_error = Some(format!("deploy timed out{}", " and more".repeat(100)));
     db.save_node_runtime(&failed.node).unwrap();
 }
@@ -1442,7 +1442,7 @@ fn a_refused_create_re_renders_the_typed_values() {
 /// linked to its node and marked on the node's target row.
 #[test]
 fn the_sync_panel_warns_of_drift() {
-    use bootvol::db::{SyncPass, SyncPassOutcome, SyncRunner};
+    use bootvol_db::{SyncPass, SyncPassOutcome, SyncRunner};
     use serde_json::json;
     let admin = Admin::start();
     let cookie = admin.login(PASSWORD).cookie();

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use bootvol::config::Config;
+use bootvol_core::config::Config;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -296,9 +296,9 @@ fn nodes_create_list_show_patch_delete() {
     // A node another action holds (a live process's lock): 409, and nothing changes.
     let db = crate::support::open_db_ok(api._dir.path()).unwrap();
     // An action of this very process: actions exclude each other, not processes.
-    let me = bootvol::db::ActionToken::new("deploy");
-    let now = bootvol::timefmt::now_unix() as i64;
-    db.try_lock_node(&uuid, &me, now, bootvol::db::LEASE_SECS).unwrap().unwrap();
+    let me = bootvol_db::ActionToken::new("deploy");
+    let now = bootvol_core::timefmt::now_unix() as i64;
+    db.try_lock_node(&uuid, &me, now, bootvol_db::LEASE_SECS).unwrap().unwrap();
     for (method, path, body) in [
         ("PATCH", "/v1/nodes/n1", json!([{"op": "add", "path": "/extra/x", "value": 1}])),
         ("PUT", "/v1/nodes/n1/states/power", json!({"target": "power on"})),
@@ -311,7 +311,7 @@ fn nodes_create_list_show_patch_delete() {
     }
     // Ironic's `reservation`: who holds the node while an action runs, null otherwise.
     let (_, held) = api.v("GET", "/v1/nodes/n1", None);
-    assert_eq!(held["reservation"], json!(bootvol::db::instance_id()), "{held}");
+    assert_eq!(held["reservation"], json!(bootvol_db::instance_id()), "{held}");
     db.unlock_node(&uuid, &me).unwrap();
     let (_, free) = api.v("GET", "/v1/nodes/n1", None);
     assert_eq!(free["extra"], json!({}));

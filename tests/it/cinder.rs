@@ -5,7 +5,7 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use bootvol::db::{SyncPassOutcome, SyncRunner};
+use bootvol_db::{SyncPassOutcome, SyncRunner};
 use serde_json::{Value, json};
 
 use crate::cinder_support::{Cinder, Fault, FaultProxy};
@@ -218,7 +218,7 @@ fn sync_reports_drift_and_deletes_nothing() {
     // clean pass; the drifted volume is linked to its node and marked on the node's page.
     let text = std::fs::read_to_string(app.path("bootvol.toml")).unwrap()
         + "[api]\nauth_strategy = \"noauth\"\n";
-    let config = bootvol::config::Config::from_toml(&text, "test").unwrap();
+    let config = bootvol_core::config::Config::from_toml(&text, "test").unwrap();
     let (api, _, shutdown) = crate::support::start_serve(config);
     let agent: ureq::Agent =
         ureq::Agent::config_builder().http_status_as_error(false).max_redirects(0).build().into();

@@ -225,12 +225,12 @@ fn proxy_offers(mac: &str) -> Vec<(std::net::Ipv4Addr, String)> {
     let bytes: Vec<u8> = mac.split(':').map(|b| u8::from_str_radix(b, 16).unwrap()).collect();
     let chaddr: [u8; 6] = bytes.try_into().unwrap();
     let options = vec![
-        (53, vec![bootvol::dhcp::packet::msg::DISCOVER]),
+        (53, vec![bootvol_edge::dhcp::packet::msg::DISCOVER]),
         (93, 7u16.to_be_bytes().to_vec()),
         (60, b"PXEClient:Arch:00007:UNDI:003010".to_vec()),
         (77, b"iPXE".to_vec()),
     ];
-    let discover = bootvol::dhcp::packet::Packet::request(chaddr, 0x0b00_7001, options);
+    let discover = bootvol_edge::dhcp::packet::Packet::request(chaddr, 0x0b00_7001, options);
     let socket = std::net::UdpSocket::bind("0.0.0.0:68").unwrap();
     setsockopt(&socket, sockopt::Broadcast, &true).unwrap();
     setsockopt(&socket, sockopt::BindToDevice, &"eth0".into()).unwrap();
@@ -242,7 +242,7 @@ fn proxy_offers(mac: &str) -> Vec<(std::net::Ipv4Addr, String)> {
         while let Some(left) = deadline.checked_duration_since(Instant::now()) {
             socket.set_read_timeout(Some(left.max(Duration::from_millis(1)))).unwrap();
             let Ok((n, from)) = socket.recv_from(&mut buf) else { break };
-            if let Ok(reply) = bootvol::dhcp::packet::Packet::parse(&buf[..n])
+            if let Ok(reply) = bootvol_edge::dhcp::packet::Packet::parse(&buf[..n])
                 && reply.xid == discover.xid
                 && reply.op == 2
             {
@@ -397,7 +397,7 @@ fn three_appliances_on_one_postgres_share_writes_and_survive_failures() {
     let url = format!("{}/cluster", admin.rsplit_once('/').unwrap().0);
     let admin_in_ns = admin.clone();
     in_ns(&ns("bv1"), move || {
-        bootvol::db::engine::create_database(&admin_in_ns, None, "cluster").unwrap()
+        bootvol_db::engine::create_database(&admin_in_ns, None, "cluster").unwrap()
     });
 
     // Three appliances.

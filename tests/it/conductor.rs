@@ -152,22 +152,22 @@ fn a_locked_node_refuses_a_second_action_and_a_crashed_one_is_recovered() {
     let stat = std::fs::read_to_string("/proc/1/stat").unwrap();
     let start = stat[stat.rfind(')').unwrap() + 2..].split(' ').nth(19).unwrap().to_owned();
     let db = app.db();
-    let live = bootvol::db::ActionToken::of(bootvol::db::ProcessId { pid: 1, start }, "deploy");
-    let now = bootvol::timefmt::now_unix() as i64;
-    db.try_lock_node(&uuid, &live, now, bootvol::db::LEASE_SECS).unwrap().unwrap();
+    let live = bootvol_db::ActionToken::of(bootvol_db::ProcessId { pid: 1, start }, "deploy");
+    let now = bootvol_core::timefmt::now_unix() as i64;
+    db.try_lock_node(&uuid, &live, now, bootvol_db::LEASE_SECS).unwrap().unwrap();
     let stderr = app.fails(&["node", "power", "n1", "on"]);
     assert!(stderr.contains("node n1 is locked by deploy (process 1"), "{stderr}");
 
     // A process that died mid-deploy: the node ends in deploy failed, not stuck.
     db.unlock_node(&uuid, &live).unwrap();
-    let gone = bootvol::db::ActionToken::of(
-        bootvol::db::ProcessId { pid: 1, start: "gone".into() },
+    let gone = bootvol_db::ActionToken::of(
+        bootvol_db::ProcessId { pid: 1, start: "gone".into() },
         "deploy",
     );
-    db.try_lock_node(&uuid, &gone, now, bootvol::db::LEASE_SECS).unwrap().unwrap();
+    db.try_lock_node(&uuid, &gone, now, bootvol_db::LEASE_SECS).unwrap().unwrap();
     let mut record = db.node_record("n1").unwrap().unwrap();
-    record.node.provision_state = bootvol::model::ProvisionState::Deploying;
-    record.node.target_provision_state = Some(bootvol::model::ProvisionState::Active);
+    record.node.provision_state = bootvol_core::model::ProvisionState::Deploying;
+    record.node.target_provision_state = Some(bootvol_core::model::ProvisionState::Active);
     db.save_node_runtime(&record.node).unwrap();
     app.ok(&["node", "power", "n1", "on"]);
     let node = app.show("n1");
@@ -313,7 +313,7 @@ fn serve_delivers_signed_events_to_the_webhook_and_retries() {
     for (signature, body) in received.iter() {
         assert_eq!(
             signature,
-            &bootvol::conductor::notify::sign("hook-secret", body),
+            &bootvol_control::conductor::notify::sign("hook-secret", body),
             "signed with the secret"
         );
         let event: Value = serde_json::from_slice(body).unwrap();

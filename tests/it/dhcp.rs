@@ -12,7 +12,7 @@ use std::os::fd::AsFd;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use bootvol::dhcp::packet::{Packet, msg};
+use bootvol_edge::dhcp::packet::{Packet, msg};
 use nix::sys::socket::{setsockopt, sockopt};
 use serde_json::json;
 

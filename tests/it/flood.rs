@@ -77,7 +77,11 @@ listen = "127.0.0.1:0"
         // The default caps fit 1024 descriptors exactly; PostgreSQL's clients take
         // `POSTGRES_DESCRIPTORS` more.
         let limit = 1024
-            + if crate::support::on_postgres() { bootvol::config::POSTGRES_DESCRIPTORS } else { 0 };
+            + if crate::support::on_postgres() {
+                bootvol_core::config::POSTGRES_DESCRIPTORS
+            } else {
+                0
+            };
         let mut child = Command::new("prlimit")
             .arg(format!("--nofile={limit}:{limit}"))
             .arg(binary)
@@ -373,9 +377,9 @@ fn thousands_of_tftp_requests_from_distinct_ports_leave_others_served() {
     eprintln!("bootvol holds {held} descriptors during the TFTP flood");
     // 20 of its own (32 on PostgreSQL), and one per transfer (32 for the flooding host).
     let own = if crate::support::on_postgres() {
-        bootvol::config::RESERVED_DESCRIPTORS + bootvol::config::POSTGRES_DESCRIPTORS
+        bootvol_core::config::RESERVED_DESCRIPTORS + bootvol_core::config::POSTGRES_DESCRIPTORS
     } else {
-        bootvol::config::RESERVED_DESCRIPTORS
+        bootvol_core::config::RESERVED_DESCRIPTORS
     };
     assert!(held as u64 <= own + 32, "{held} descriptors: more than one per transfer");
     // Count what every flooding port received, until the transfers have given up.
@@ -588,7 +592,11 @@ fn check_config_and_serve_refuse_caps_that_do_not_fit_the_descriptor_limit() {
     };
     // The defaults fit 1024 descriptors (on PostgreSQL, its clients' few more).
     let limit = 1024
-        + if crate::support::on_postgres() { bootvol::config::POSTGRES_DESCRIPTORS } else { 0 };
+        + if crate::support::on_postgres() {
+            bootvol_core::config::POSTGRES_DESCRIPTORS
+        } else {
+            0
+        };
     let limit = format!("{limit}:{limit}");
     let defaults = write("");
     assert!(run(&limit, &defaults, "check-config").status.success(), "the defaults fit");

@@ -6,8 +6,8 @@
 
 use serde_json::{Value, json};
 
-use bootvol::inventory::{self, Format};
-use bootvol::model::NodeRecord;
+use bootvol_core::inventory::{self, Format};
+use bootvol_core::model::NodeRecord;
 
 use crate::support::{config, render_record};
 
@@ -217,7 +217,7 @@ impl ApiClient {
             crate::support::config_text(dir.path())
                 .replace("[database]\n", "[database]\nwatch_interval_ms = 50\n")
         );
-        let config = bootvol::config::Config::from_toml(&text, "test").unwrap();
+        let config = bootvol_core::config::Config::from_toml(&text, "test").unwrap();
         let (api, boot, shutdown) = crate::support::start_serve(config);
         let client = ApiClient {
             base: format!("http://{api}"),

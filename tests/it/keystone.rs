@@ -12,10 +12,10 @@ use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use serde_json::{Value, json};
 
-use bootvol::cinder::CinderClient;
-use bootvol::cinder::keystone::{auth_request, catalog_endpoint, parse_token};
-use bootvol::config::{Config, KeystoneSection};
-use bootvol::timefmt::{format_unix, now_unix};
+use bootvol_control::cinder::CinderClient;
+use bootvol_control::cinder::keystone::{auth_request, catalog_endpoint, parse_token};
+use bootvol_core::config::{Config, KeystoneSection};
+use bootvol_core::timefmt::{format_unix, now_unix};
 
 fn sample(path: &str) -> Value {
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures/openstack-api-samples/");

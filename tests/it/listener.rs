@@ -13,7 +13,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use bootvol::config::Config;
+use bootvol_core::config::Config;
 
 use crate::support::config_text;
 

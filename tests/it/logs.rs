@@ -10,7 +10,7 @@ use std::time::Duration;
 use crate::support::config_text;
 
 /// A line a client tries to plant: the stock layout's head, so a reader could not tell it.
-const FORGED_HEAD: &str = "2026-12-02T04:00:00.000000Z  INFO bootvol::http::deploy: FORGED";
+const FORGED_HEAD: &str = "2026-12-02T04:00:00.000000Z  INFO bootvol_edge::http::deploy: FORGED";
 
 fn encode(text: &str) -> String {
     text.bytes()

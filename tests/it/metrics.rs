@@ -7,9 +7,9 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use bootvol::config::Config;
-use bootvol::db::Db;
-use bootvol::inventory::{self, Format};
+use bootvol_core::config::Config;
+use bootvol_core::inventory::{self, Format};
+use bootvol_db::Db;
 use tokio_util::sync::CancellationToken;
 
 use crate::support::{config_text, fixture};
@@ -158,7 +158,7 @@ fn power_on(serve: &Serve) -> String {
 /// A DHCPDISCOVER with option 60 `class` and option 93 = 0 (x86 BIOS).
 fn discover(class: &[u8]) -> Vec<u8> {
     let options = vec![(53, vec![1]), (60, class.to_vec()), (93, vec![0, 0])];
-    bootvol::dhcp::packet::Packet::request(
+    bootvol_edge::dhcp::packet::Packet::request(
         [0x52, 0x54, 0x00, 0xd4, 0xc0, 0x01],
         0x0b00_7001,
         options,

@@ -23,11 +23,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use bootvol::conductor::{Action, CallbackReport, Caller, Conductor, ConductorError, Verb};
-use bootvol::config::Config;
-use bootvol::db::{Db, SharedDb};
-use bootvol::inventory::{self, Format};
-use bootvol::model::{MacAddr, ProvisionState};
+use bootvol_control::conductor::{Action, CallbackReport, Caller, Conductor, ConductorError, Verb};
+use bootvol_core::config::Config;
+use bootvol_core::inventory::{self, Format};
+use bootvol_core::model::{MacAddr, ProvisionState};
+use bootvol_db::{Db, SharedDb};
 use serde_json::{Value, json};
 
 use crate::support::Appliance;
@@ -721,8 +721,8 @@ async fn the_deploy_token_goes_once_to_the_node_and_forged_call_backs_change_not
         node.node.driver_internal_info["deploy"]["callback_token"].as_str().unwrap().to_owned();
 
     // The ramdisk's script names where to ask for the token, never the token.
-    let templates = bootvol::boot::Templates::new(None).unwrap();
-    let script = bootvol::boot::script_for(
+    let templates = bootvol_core::boot::Templates::new(None).unwrap();
+    let script = bootvol_core::boot::script_for(
         &templates,
         &config.boot_settings(),
         config.default.default_storage_interface,
@@ -833,7 +833,7 @@ async fn of_concurrent_token_requests_only_the_first_gets_it() {
 /// open. A CHAP node's script goes to either of its ports, to nobody else.
 #[test]
 fn the_snapshot_marks_the_scripts_that_carry_a_secret() {
-    use bootvol::boot::{BootSnapshot, Templates};
+    use bootvol_core::boot::{BootSnapshot, Templates};
     let dir = tempfile::tempdir().unwrap();
     let config = crate::support::config(dir.path());
     let db = crate::support::scenario_db(&config);

@@ -56,9 +56,9 @@ fn change_seq_follows_commit_order_under_concurrent_writers() {
     }
     let dir = tempfile::tempdir().unwrap();
     let config = crate::support::config(dir.path());
-    let specs = bootvol::inventory::parse(
+    let specs = bootvol_core::inventory::parse(
         &std::fs::read_to_string(fixture("inventory/scenarios.json")).unwrap(),
-        bootvol::inventory::Format::Json,
+        bootvol_core::inventory::Format::Json,
         &config,
     )
     .unwrap();
@@ -74,8 +74,8 @@ fn change_seq_follows_commit_order_under_concurrent_writers() {
                     spec.ports.clear();
                     spec.volume_connectors.clear();
                     spec.volume_targets.clear();
-                    let uuid = bootvol::model::new_uuid();
-                    db.create_node(&uuid, &spec, bootvol::model::ProvisionState::Available)
+                    let uuid = bootvol_core::model::new_uuid();
+                    db.create_node(&uuid, &spec, bootvol_core::model::ProvisionState::Available)
                         .unwrap();
                 }
             })

@@ -1,4 +1,4 @@
-//! The power drivers (`bootvol::power`) against real peers: sushy-tools' Redfish emulator (fake
+//! The power drivers (`bootvol_control::power`) against real peers: sushy-tools' Redfish emulator (fake
 //! driver, no libvirt) and OpenIPMI's `ipmi_sim` driven by the real `ipmitool`, started per test
 //! from `tests/power/` and killed when the test ends. A test whose peer is not installed prints
 //! "skipped: ..." and passes, unless `BOOTVOL_REQUIRE_POWER=1` (CI), where it fails naming what
@@ -11,11 +11,13 @@ use std::net::{TcpListener, UdpSocket};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bootvol::model::{
+use bootvol_control::power::fake::{FakeCall, FakePower};
+use bootvol_control::power::{
+    BootDevice, PowerAction, PowerDriver, PowerError, PowerSettings, driver_for,
+};
+use bootvol_core::model::{
     BootInterfaceName, DeployInterfaceName, Driver, Node, PowerState, ProvisionState,
 };
-use bootvol::power::fake::{FakeCall, FakePower};
-use bootvol::power::{BootDevice, PowerAction, PowerDriver, PowerError, PowerSettings, driver_for};
 use serde_json::{Value, json};
 
 use peers::{IpmiSim, LogCapture, Sushy, SushyOptions};

@@ -6,8 +6,8 @@
 
 use std::time::{Duration, Instant};
 
-use bootvol::config::Config;
-use bootvol::db::Db;
+use bootvol_core::config::Config;
+use bootvol_db::Db;
 use serde_json::{Value, json};
 
 use crate::power::peers::{Sushy, SushyOptions};
@@ -60,22 +60,22 @@ sync_interval = 1
             "volume_connectors": [{"type": "iqn", "connector_id": "iqn.2024-01.org.example.node:n1"}],
             "volume_targets": [{"volume_type": "iscsi", "boot_index": 0, "volume_id": "v1",
                 "properties": {"target_iqn": "iqn.2024-01.org.example.san:v1", "target_portal": "192.0.2.5:3260", "target_lun": 1}}]}]});
-        let specs = bootvol::inventory::parse(
+        let specs = bootvol_core::inventory::parse(
             &inventory.to_string(),
-            bootvol::inventory::Format::Json,
+            bootvol_core::inventory::Format::Json,
             &config,
         )
         .unwrap();
         let mut db = Db::open_config(&config.database).unwrap();
         db.apply_inventory(&specs, false).unwrap();
         let record = db.node_record("n1").unwrap().unwrap();
-        db.save_attachment_record(&bootvol::db::AttachmentRecord {
+        db.save_attachment_record(&bootvol_db::AttachmentRecord {
             node_uuid: record.node.uuid.clone(),
             target_uuid: record.volume_targets[0].uuid.clone(),
             volume_id: "v1".into(),
             api: "attachments".into(),
             attachment_id: Some("a1".into()),
-            state: bootvol::db::AttachmentState::Attached,
+            state: bootvol_db::AttachmentState::Attached,
             step: "tagged".into(),
             connector: json!({}),
             last_error: None,
@@ -199,7 +199,7 @@ fn background_services_never_take_over_an_api_action() {
     // Power sync did run beside it, and the Cinder sync passes were recorded (failed: Cinder is
     // unreachable), without touching the deploy's lock.
     let status = db.sync_status().unwrap().expect("a Cinder sync pass ran");
-    assert_eq!(status.ran_by, bootvol::db::SyncRunner::Serve);
+    assert_eq!(status.ran_by, bootvol_db::SyncRunner::Serve);
     rig.stop();
 }
 
@@ -217,7 +217,7 @@ fn sigterm_lets_an_action_in_flight_finish() {
     assert!(took < Duration::from_secs(30), "{took:?}");
     let db = rig.db();
     let record = db.node_record("n1").unwrap().unwrap();
-    assert_eq!(record.node.power_state, Some(bootvol::model::PowerState::On));
+    assert_eq!(record.node.power_state, Some(bootvol_core::model::PowerState::On));
     assert_eq!(record.node.target_power_state, None);
     assert_eq!(record.node.last_error, None);
     assert_eq!(db.lock_holder(&rig.uuid).unwrap(), None, "the action released its lock");

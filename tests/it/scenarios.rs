@@ -143,14 +143,14 @@ fn only_deployed_nodes_boot_from_their_volume() {
     let dir = tempfile::tempdir().unwrap();
     let config = config(dir.path());
     let db = scenario_db(&config);
-    let mac: bootvol::model::MacAddr = "52:54:00:00:05:01".parse().unwrap();
+    let mac: bootvol_core::model::MacAddr = "52:54:00:00:05:01".parse().unwrap();
     let mut record = db.node_record_by_mac(mac).unwrap().unwrap();
     for (state, booted) in [
-        (bootvol::model::ProvisionState::Available, false),
-        (bootvol::model::ProvisionState::Manageable, false),
-        (bootvol::model::ProvisionState::DeployFailed, false),
-        (bootvol::model::ProvisionState::Deploying, true),
-        (bootvol::model::ProvisionState::Active, true),
+        (bootvol_core::model::ProvisionState::Available, false),
+        (bootvol_core::model::ProvisionState::Manageable, false),
+        (bootvol_core::model::ProvisionState::DeployFailed, false),
+        (bootvol_core::model::ProvisionState::Deploying, true),
+        (bootvol_core::model::ProvisionState::Active, true),
     ] {
         record.node.provision_state = state;
         let script = crate::support::render_record(&config, Some(&record));

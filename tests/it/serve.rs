@@ -5,9 +5,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use bootvol::app::{Listeners, serve};
-use bootvol::config::Config;
-use bootvol::db::Db;
-use bootvol::inventory::{self, Format};
+use bootvol_core::config::Config;
+use bootvol_core::inventory::{self, Format};
+use bootvol_db::Db;
 use tokio_util::sync::CancellationToken;
 
 use crate::support::{config_text, fixture, render_mac, scenario_db};

@@ -2,11 +2,11 @@
 
 use std::path::{Path, PathBuf};
 
-use bootvol::boot::{BootScript, Templates, script_for};
-use bootvol::config::Config;
-use bootvol::db::Db;
-use bootvol::inventory::{self, Format};
-use bootvol::model::{MacAddr, NodeRecord};
+use bootvol_core::boot::{BootScript, Templates, script_for};
+use bootvol_core::config::Config;
+use bootvol_core::inventory::{self, Format};
+use bootvol_core::model::{MacAddr, NodeRecord};
+use bootvol_db::Db;
 
 pub(crate) fn fixture(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(path)
@@ -40,7 +40,7 @@ pub(crate) fn postgres_url(admin: &str, dir: &Path) -> String {
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     dir.hash(&mut hasher);
     let name = format!("bv_{:016x}", hasher.finish());
-    bootvol::db::engine::create_database(admin, None, &name).expect("test database created");
+    bootvol_db::engine::create_database(admin, None, &name).expect("test database created");
     let (server, _) = admin.rsplit_once('/').expect("BOOTVOL_TEST_DATABASE_URL names a database");
     format!("{server}/{name}")
 }
@@ -53,7 +53,7 @@ pub(crate) fn open_db(dir: &Path) -> Db {
 }
 
 /// [`open_db`] as a `Result`, for callers that `unwrap` it.
-pub(crate) fn open_db_ok(dir: &Path) -> Result<Db, bootvol::db::DbError> {
+pub(crate) fn open_db_ok(dir: &Path) -> Result<Db, bootvol_db::DbError> {
     Ok(open_db(dir))
 }
 

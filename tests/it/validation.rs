@@ -2,8 +2,8 @@
 
 use serde_json::{Value, json};
 
-use bootvol::boot::{BootOption, Scenario, decide, set_boot_option};
-use bootvol::model::{NodeRecord, StorageInterfaceName};
+use bootvol_core::boot::{BootOption, Scenario, decide, set_boot_option};
+use bootvol_core::model::{NodeRecord, StorageInterfaceName};
 
 /// A valid iSCSI node; tests change one thing at a time.
 fn iscsi_node() -> Value {

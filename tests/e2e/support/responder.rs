@@ -1,5 +1,5 @@
 //! A ProxyDHCP stand-in for negative controls: it answers exactly as bootvol's own decision
-//! (`bootvol::dhcp::proxy::decide`, with the default `[dhcp]` settings) would, then lets the test
+//! (`bootvol_edge::dhcp::proxy::decide`, with the default `[dhcp]` settings) would, then lets the test
 //! change the reply before it is sent. It runs on a thread of its own inside a network
 //! namespace, on `0.0.0.0:67` bound to one interface (as bootvol's sockets are), until dropped.
 
@@ -11,8 +11,8 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use bootvol::dhcp::packet::Packet;
-use bootvol::dhcp::proxy::{self, Decision, Destination, Facts, Port, Settings};
+use bootvol_edge::dhcp::packet::Packet;
+use bootvol_edge::dhcp::proxy::{self, Decision, Destination, Facts, Port, Settings};
 use nix::sys::socket::{setsockopt, sockopt};
 
 /// One request answered, and the reply as sent (after the change).

@@ -1,0 +1,14 @@
+//! bootvol's control plane: what changes nodes and volumes.
+//!
+//! - [`nodes`]: the node service, the typed core every front end writes nodes through.
+//! - [`conductor`]: node actions through one entry point, one at a time per node; events.
+//! - [`storage`]: Ironic's storage interfaces (attach and detach volumes); [`cinder`]: the
+//!   Cinder/Keystone REST client; [`power`]: the power drivers (fake, Redfish, IPMI).
+//!
+//! It must not know: HTTP routes, Ironic's JSON, HTML, SQL text (it goes through `bootvol_db`).
+
+pub mod cinder;
+pub mod conductor;
+pub mod nodes;
+pub mod power;
+pub mod storage;

@@ -1,0 +1,97 @@
+//! Ironic's edit rules: which changes a node's state allows, and which the node's lock forbids.
+
+use super::{NodeError, NodeService};
+use bootvol_core::inventory::ChildSpec;
+use bootvol_core::model::{Child, ChildKind, EditRule, Node, PowerState, ProvisionState, Stamped};
+
+/// Whether a node is deployed or on its way in or out (its volume and MACs are in use).
+fn deployed(state: ProvisionState) -> bool {
+    matches!(
+        state,
+        ProvisionState::Active
+            | ProvisionState::Deploying
+            | ProvisionState::WaitCallBack
+            | ProvisionState::Deleting
+    )
+}
+
+impl NodeService {
+    /// Checks that a create (`stored` none) or an update of a child under `node_uuid` is
+    /// allowed by its kind's rule, on the node it leaves as well as the one it is under.
+    pub(super) async fn check_editable(
+        &self,
+        stored: Option<&Stamped<Child>>,
+        node_uuid: &str,
+        spec: &ChildSpec,
+    ) -> Result<(), NodeError> {
+        let kind = spec.kind();
+        let moved = stored.filter(|s| s.node_uuid != node_uuid);
+        match kind.edit_rule() {
+            EditRule::Address => {
+                // A new port, a new address or a move is the rule's: the new MAC would get the
+                // node's script.
+                if stored.is_none() {
+                    self.check_rule(kind, node_uuid).await?;
+                }
+                let readdressed = match (stored.map(|s| &s.item), spec) {
+                    (Some(Child::Port(old)), ChildSpec::Port(new)) => old.address != new.address,
+                    _ => false,
+                };
+                if let Some(old) = stored.filter(|_| readdressed || moved.is_some()) {
+                    self.check_rule(kind, &old.node_uuid).await?;
+                }
+                if moved.is_some() {
+                    self.check_rule(kind, node_uuid).await?;
+                }
+            }
+            EditRule::Volume => {
+                if let Some(old) = moved {
+                    self.check_rule(kind, &old.node_uuid).await?;
+                }
+                self.check_rule(kind, node_uuid).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks `kind`'s rule on node `node_uuid` as it is now.
+    pub(super) async fn check_rule(
+        &self,
+        kind: ChildKind,
+        node_uuid: &str,
+    ) -> Result<(), NodeError> {
+        let record = self.node(node_uuid).await?;
+        let node = &record.node;
+        match kind.edit_rule() {
+            EditRule::Address if deployed(node.provision_state) && !node.maintenance => {
+                Err(NodeError::Invalid(format!(
+                    "Invalid state requested: the port addresses of node {} ({}) change only in maintenance: they pick the script it boots (set maintenance first)",
+                    node.uuid, node.provision_state
+                )))
+            }
+            EditRule::Address => Ok(()),
+            EditRule::Volume
+                if deployed(node.provision_state) && node.power_state != Some(PowerState::Off) =>
+            {
+                Err(NodeError::Invalid(format!(
+                    "Invalid state requested: the volume information of node {} can only be changed while it is powered off or not deployed (it is {} and {})",
+                    node.uuid,
+                    node.provision_state,
+                    node.power_state.map_or("power unknown", |p| p.as_str())
+                )))
+            }
+            EditRule::Volume => self.check_unlocked(node).await,
+        }
+    }
+
+    /// Refuses to edit a node that a live action (of any process) holds.
+    pub(super) async fn check_unlocked(&self, node: &Node) -> Result<(), NodeError> {
+        match self.db().node_locked(&node.uuid).await? {
+            None => Ok(()),
+            Some(holder) => Err(NodeError::Locked(format!(
+                "Node {} is locked by {} (since {}), please retry after the current operation is completed.",
+                node.uuid, holder.action, holder.since
+            ))),
+        }
+    }
+}

@@ -1,0 +1,97 @@
+//! `/files/<path>` (regular files under `[http] files_root`) and `/ipxe/<path>` (the iPXE
+//! binaries under `[tftp] root`, for UEFI HTTP Boot, whose firmware needs Content-Length), both
+//! confined by `files::FileRoot`, with Content-Length, Range and HEAD (tower-http's `ServeFile`
+//! answers once the path is resolved and confined here).
+//!
+//! A response streams: the file is read `CHUNK` bytes at a time, each read only when hyper asks
+//! for more (it stops asking while `http::listener::MAX_BUF` bytes wait for the socket), so a
+//! client that does not read holds a bounded amount of memory, until `send_timeout` cuts it.
+
+use std::sync::Arc;
+
+use std::net::SocketAddr;
+
+use axum::body::Body;
+use axum::extract::{ConnectInfo, Path, Request, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use tower::ServiceExt;
+use tower_http::services::ServeFile;
+
+use super::BootState;
+use bootvol_core::files::{FileError, FileRoot};
+use bootvol_runtime::logging::Peer;
+
+/// Bytes of a file read at a time (tower-http's default is 64 KiB).
+pub(super) const CHUNK: usize = 8 * 1024;
+
+/// `/files/<path>`: under `[http] files_root`.
+pub(super) async fn serve(
+    State(state): State<Arc<BootState>>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    Path(path): Path<String>,
+    request: Request<Body>,
+) -> Response {
+    let Some(root) = &state.files else {
+        return (StatusCode::NOT_FOUND, "no files_root\n").into_response();
+    };
+    serve_under(root, client, path, request).await
+}
+
+/// `/ipxe/<path>`: under `[tftp] root`, the same binaries TFTP serves.
+pub(super) async fn ipxe(
+    State(state): State<Arc<BootState>>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    Path(path): Path<String>,
+    request: Request<Body>,
+) -> Response {
+    let Some(root) = &state.ipxe else {
+        return (StatusCode::NOT_FOUND, "no tftp root\n").into_response();
+    };
+    serve_under(root, client, path, request).await
+}
+
+async fn serve_under(
+    root: &FileRoot,
+    client: SocketAddr,
+    path: String,
+    request: Request<Body>,
+) -> Response {
+    let method = request.method().clone();
+    let resolved = match tokio::task::spawn_blocking({
+        let root = root.clone();
+        let path = path.clone();
+        move || root.resolve(&path)
+    })
+    .await
+    {
+        Ok(result) => result,
+        Err(_) => return StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    };
+    let file = match resolved {
+        Ok(file) => file,
+        Err(FileError::NotFound) => {
+            tracing::info!(client = %Peer(client), %method, path, status = 404, "file");
+            return (StatusCode::NOT_FOUND, "not found\n").into_response();
+        }
+        Err(FileError::Denied(why)) => {
+            tracing::warn!(client = %Peer(client), %method, path, status = 403, why, "file refused");
+            return (StatusCode::FORBIDDEN, "forbidden\n").into_response();
+        }
+    };
+    let range = request
+        .headers()
+        .get(axum::http::header::RANGE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    match ServeFile::new(file).with_buf_chunk_size(CHUNK).oneshot(request).await {
+        Ok(response) => {
+            tracing::info!(client = %Peer(client), %method, path, status = response.status().as_u16(), range, "file");
+            response.into_response()
+        }
+        Err(e) => {
+            tracing::warn!(client = %Peer(client), %method, path, error = %e, "file");
+            StatusCode::INTERNAL_SERVER_ERROR.into_response()
+        }
+    }
+}

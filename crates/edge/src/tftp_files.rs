@@ -1,0 +1,214 @@
+//! What the TFTP listener serves: the generic `boot.ipxe` and per-MAC scripts by name from the
+//! boot snapshot (`boot.ipxe`, `boot/<mac>.ipxe`, `default.ipxe`), and files under `[tftp] root`
+//! (iPXE binaries), confined by `files::FileRoot` and kept in memory once read, so a boot storm
+//! reads each binary from disk once. A script that carries a secret goes only to its node
+//! (`script_access`); anyone else gets what an unknown MAC gets, ERROR 1 "file not found".
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use arc_swap::ArcSwap;
+use bootvol_tftp::{Handler, TftpError, TransferEnd, TransferResult};
+use bytes::Bytes;
+
+use crate::script_access::ScriptAccess;
+use bootvol_core::boot::BootSnapshot;
+use bootvol_core::files::{FileError, FileRoot, check_name};
+use bootvol_core::model::MacAddr;
+use bootvol_runtime::logging::Peer;
+use bootvol_runtime::metrics::{FileClass, Metrics, ScriptKind, TftpResult, Transport};
+
+/// Files larger than this are refused over TFTP: iPXE fetches anything big over HTTP.
+pub const MAX_TFTP_FILE: u64 = 64 * 1024 * 1024;
+
+/// The TFTP handler of `bootvol serve`.
+#[derive(Debug)]
+pub struct TftpBootFiles {
+    snapshot: Arc<ArcSwap<BootSnapshot>>,
+    root: Option<FileRoot>,
+    cache: Arc<Mutex<HashMap<PathBuf, CachedFile>>>,
+    recent: Arc<bootvol_core::recent::RecentBoots>,
+    access: Arc<ScriptAccess>,
+    metrics: Arc<Metrics>,
+}
+
+#[derive(Debug, Clone)]
+struct CachedFile {
+    modified: Option<SystemTime>,
+    len: u64,
+    bytes: Bytes,
+}
+
+impl TftpBootFiles {
+    /// `access`: who may fetch a script that carries a secret.
+    pub fn new(
+        snapshot: Arc<ArcSwap<BootSnapshot>>,
+        root: Option<FileRoot>,
+        access: Arc<ScriptAccess>,
+    ) -> TftpBootFiles {
+        TftpBootFiles {
+            snapshot,
+            root,
+            cache: Arc::default(),
+            recent: Arc::default(),
+            access,
+            metrics: Metrics::new(None),
+        }
+    }
+
+    /// Counts scripts and file requests in `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> TftpBootFiles {
+        self.metrics = metrics;
+        self
+    }
+
+    /// Records script requests in `recent` (the admin page's recent boot requests).
+    pub fn with_recent(mut self, recent: Arc<bootvol_core::recent::RecentBoots>) -> TftpBootFiles {
+        self.recent = recent;
+        self
+    }
+
+    async fn script(&self, name: &str, peer: SocketAddr) -> Option<Result<Bytes, TftpError>> {
+        let snapshot = self.snapshot.load_full();
+        if name == "boot.ipxe" {
+            tracing::info!(peer = %Peer(peer), file = name, "tftp: generic boot script");
+            self.recent.record("tftp", peer.ip(), None, None, "generic");
+            self.metrics.script(ScriptKind::Generic, Transport::Tftp);
+            return Some(Ok(snapshot.generic_script().clone()));
+        }
+        if name == "default.ipxe" || name == "boot/default.ipxe" {
+            tracing::info!(peer = %Peer(peer), file = name, scenario = "default", "tftp: boot script");
+            self.recent.record("tftp", peer.ip(), None, None, "default");
+            self.metrics.script(ScriptKind::Default, Transport::Tftp);
+            return Some(Ok(snapshot.default_script().text.clone()));
+        }
+        let stem = name.strip_prefix("boot/")?.strip_suffix(".ipxe")?;
+        let Ok(mac) = stem.parse::<MacAddr>() else {
+            return Some(Err(TftpError::NotFound));
+        };
+        Some(match snapshot.script(mac) {
+            Some(script) if !self.access.allows(script, mac, peer.ip(), "tftp").await => {
+                self.recent.record("tftp", peer.ip(), Some(mac), script.node.as_deref(), "refused");
+                self.metrics.script(ScriptKind::Refused, Transport::Tftp);
+                Err(TftpError::NotFound)
+            }
+            Some(script) => {
+                tracing::info!(peer = %Peer(peer), %mac, node = script.node.as_deref().unwrap_or("-"), scenario = script.scenario, "tftp: boot script");
+                self.recent.record("tftp", peer.ip(), Some(mac), script.node.as_deref(), "script");
+                self.metrics.script(ScriptKind::Node, Transport::Tftp);
+                Ok(script.text.clone())
+            }
+            None => {
+                tracing::info!(peer = %Peer(peer), %mac, scenario = "unknown", "tftp: boot script for an unknown MAC");
+                self.recent.record("tftp", peer.ip(), Some(mac), None, "unknown");
+                self.metrics.script(ScriptKind::Unknown, Transport::Tftp);
+                Err(TftpError::NotFound)
+            }
+        })
+    }
+}
+
+impl TftpBootFiles {
+    /// A file of the TFTP root (an iPXE binary: the first file of a boot chain) asked for by a
+    /// client: once its neighbour entry exists (the kernel resolves it to answer), a sign that
+    /// the node with that MAC starts a boot. Looked at after a second, off the transfer's path.
+    fn boot_file_sign(&self, peer: SocketAddr) {
+        if self.access.mode() == bootvol_core::config::ScriptSecrets::Any {
+            return;
+        }
+        let (access, snapshot) = (Arc::clone(&self.access), Arc::clone(&self.snapshot));
+        tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            let snapshot = snapshot.load();
+            access.boot_file_fetched(
+                peer.ip(),
+                |mac| snapshot.script(mac).and_then(|s| s.node_uuid.clone()),
+                "tftp",
+            );
+        });
+    }
+}
+
+/// Reads a file under the root, from the cache when its size and time have not changed.
+fn read_file(
+    root: &FileRoot,
+    cache: &Mutex<HashMap<PathBuf, CachedFile>>,
+    name: &str,
+) -> Result<Bytes, TftpError> {
+    let path = root.resolve(name).map_err(|e| match e {
+        FileError::NotFound => TftpError::NotFound,
+        FileError::Denied(why) => TftpError::AccessViolation(why.into()),
+    })?;
+    // Opened once and checked on the descriptor: a name swapped for a FIFO or a device since
+    // `resolve` neither blocks nor is read.
+    let (mut file, meta) =
+        bootvol_core::files::open_regular(&path).map_err(|e| match e.kind() {
+            std::io::ErrorKind::PermissionDenied => {
+                TftpError::AccessViolation("not a regular file".into())
+            }
+            _ => TftpError::Io(e),
+        })?;
+    if meta.len() > MAX_TFTP_FILE {
+        return Err(TftpError::AccessViolation(
+            "file too large for TFTP; fetch it over HTTP".into(),
+        ));
+    }
+    let modified = meta.modified().ok();
+    let hit = cache.lock().ok().and_then(|c| {
+        c.get(&path)
+            .filter(|f| f.modified == modified && f.len == meta.len())
+            .map(|f| f.bytes.clone())
+    });
+    if let Some(bytes) = hit {
+        return Ok(bytes);
+    }
+    let mut read = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    std::io::Read::read_to_end(&mut file, &mut read)?;
+    let bytes = Bytes::from(read);
+    if let Ok(mut cache) = cache.lock() {
+        cache.insert(path, CachedFile { modified, len: bytes.len() as u64, bytes: bytes.clone() });
+    }
+    Ok(bytes)
+}
+
+impl Handler for TftpBootFiles {
+    async fn read(&self, name: &str, peer: SocketAddr) -> Result<Bytes, TftpError> {
+        check_name(name).map_err(|e| TftpError::AccessViolation(e.to_string()))?;
+        if let Some(script) = self.script(name, peer).await {
+            return script;
+        }
+        let root = self.root.clone().ok_or(TftpError::NotFound)?;
+        self.boot_file_sign(peer);
+        let cache = Arc::clone(&self.cache);
+        let owned = name.to_owned();
+        let result = tokio::task::spawn_blocking(move || read_file(&root, &cache, &owned))
+            .await
+            .map_err(|e| TftpError::Io(std::io::Error::other(e.to_string())))?;
+        match &result {
+            Ok(bytes) => {
+                tracing::debug!(peer = %Peer(peer), file = name, bytes = bytes.len(), "tftp: file")
+            }
+            Err(e) => tracing::info!(peer = %Peer(peer), file = name, error = %e, "tftp: refused"),
+        }
+        result
+    }
+
+    fn transfer_ended(&self, name: &str, end: &TransferEnd) {
+        let is_script = name == "boot.ipxe"
+            || name == "default.ipxe"
+            || (name.starts_with("boot/") && name.ends_with(".ipxe"));
+        let class = if is_script { FileClass::Script } else { FileClass::File };
+        let result = match end.result {
+            TransferResult::Complete => TftpResult::Complete,
+            TransferResult::ClientError => TftpResult::ClientError,
+            TransferResult::TimedOut => TftpResult::TimedOut,
+            TransferResult::Superseded => TftpResult::Superseded,
+            TransferResult::Refused => TftpResult::Refused,
+            TransferResult::SocketError => TftpResult::SocketError,
+        };
+        self.metrics.tftp_transfer(class, result, end.bytes, end.duration);
+    }
+}
