@@ -1,7 +1,8 @@
 //! The traits the lower crates define to call up, implemented here over the database and the
 //! conductor: the boot edge's deploy endpoints ([`DeployBridge`]), its refusal and conflict
-//! events ([`EventBridge`]), and the metrics' scrape-time read of the last sync pass
-//! ([`SyncBridge`]). Each is a thin adapter: no rule of its own.
+//! events ([`EventBridge`]), the metrics' scrape-time read of the last sync pass
+//! ([`SyncBridge`]), the snapshot watcher's reads ([`DbSnapshotSource`]) and PostgreSQL's change
+//! listener's reports ([`ListenerEvents`]). Each is a thin adapter: no rule of its own.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -10,8 +11,9 @@ use tokio_util::task::TaskTracker;
 
 use bootvol_control::conductor::{Conductor, ConductorError};
 use bootvol_core::deploy::{CallbackReport, Caller};
+use bootvol_core::model::NodeRecord;
 use bootvol_core::model::sync::SyncStatus;
-use bootvol_db::SharedDb;
+use bootvol_db::{Db, SharedDb};
 use bootvol_edge::http::{DeployBackend, DeployError};
 
 /// The conductor behind the boot listener's deploy endpoints.
@@ -85,5 +87,93 @@ impl bootvol_runtime::metrics::SyncSource for SyncBridge {
         &self,
     ) -> Pin<Box<dyn Future<Output = Result<Option<SyncStatus>, String>> + Send + '_>> {
         Box::pin(async move { self.0.run(|db| db.sync_status()).await.map_err(|e| e.to_string()) })
+    }
+}
+
+/// How recent an instance's heartbeat must be for scripts to fall back to it (seconds).
+const PEER_FRESH_SECS: i64 = 20;
+
+/// Nodes read and rendered at a time when the snapshot is built: the decoded records of every
+/// node at once would cost more memory than the snapshot itself, and the allocator keeps what a
+/// process once used.
+const SNAPSHOT_PAGE: usize = 256;
+
+/// The snapshot watcher's own connection.
+#[derive(Debug)]
+pub(crate) struct DbSnapshotSource(pub(crate) Db);
+
+impl bootvol_edge::snapshot::SnapshotSource for DbSnapshotSource {
+    fn version(&mut self) -> Option<i64> {
+        self.0.data_version().ok()
+    }
+
+    fn is_shared(&self) -> bool {
+        self.0.is_postgres()
+    }
+
+    fn peers(&mut self) -> Vec<String> {
+        if !self.0.is_postgres() {
+            return Vec::new();
+        }
+        let now = i64::try_from(bootvol_core::timefmt::now_unix()).unwrap_or(i64::MAX);
+        let Ok(live) = self.0.live_instances(now - PEER_FRESH_SECS) else { return Vec::new() };
+        let mut urls: Vec<String> = live
+            .into_iter()
+            .filter(|i| i.id != bootvol_db::serve_id())
+            .map(|i| i.boot_url)
+            .collect();
+        urls.sort();
+        urls.dedup();
+        urls
+    }
+
+    fn each_record(&mut self, add: &mut dyn FnMut(&NodeRecord)) -> Result<(), String> {
+        self.0
+            .for_each_node_record_page(SNAPSHOT_PAGE, |records| {
+                records.iter().for_each(&mut *add);
+                Ok::<(), bootvol_db::DbError>(())
+            })
+            .map_err(|e| e.to_string())
+    }
+
+    /// What the change log says happened (PostgreSQL), for the log. The snapshot is rebuilt
+    /// whole either way; a reader behind the pruned log notices here.
+    fn log_changes(&mut self, from: i64, to: i64) {
+        match self.0.changes_since(from, 1000) {
+            Ok(Some(changes)) => tracing::info!(
+                from,
+                to,
+                changes = changes.len(),
+                first = ?changes.first().map(|c| format!("{} {} {}", c.op, c.entity, c.key)),
+                "catching up by change seq"
+            ),
+            Ok(None) => {
+                tracing::warn!(from, to, "behind the pruned change log: reloading everything")
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot read the change log"),
+        }
+    }
+
+    fn release_memory(&mut self) {
+        if let Err(error) = self.0.release_memory() {
+            tracing::debug!(%error, "could not release the watcher's database memory");
+        }
+    }
+}
+
+/// PostgreSQL's change listener, reported to the snapshot watcher and the metrics.
+#[derive(Debug)]
+pub(crate) struct ListenerEvents {
+    pub(crate) snapshot: bootvol_edge::snapshot::SnapshotHandle,
+    pub(crate) metrics: std::sync::Arc<bootvol_runtime::metrics::Metrics>,
+}
+
+impl bootvol_db::listen::ListenEvents for ListenerEvents {
+    fn changed(&self, _seq: Option<i64>) {
+        self.snapshot.changed();
+    }
+
+    fn connected(&self, up: bool) {
+        self.metrics.set_database_connected(up);
     }
 }

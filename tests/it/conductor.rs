@@ -313,7 +313,7 @@ fn serve_delivers_signed_events_to_the_webhook_and_retries() {
     for (signature, body) in received.iter() {
         assert_eq!(
             signature,
-            &bootvol_control::conductor::notify::sign("hook-secret", body),
+            &bootvol_control::notify::sign("hook-secret", body),
             "signed with the secret"
         );
         let event: Value = serde_json::from_slice(body).unwrap();

@@ -9,22 +9,34 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use super::locks::{ActionToken, LEASE_SECS, LockHolder};
 use super::{Db, DbError};
 
-/// The database, shared by async callers; every use runs on the blocking pool.
+/// The database, shared by async callers; every use runs on the blocking pool. The tasks it
+/// starts itself (a held lock's lease renewal, the release of a lock dropped unreleased) are
+/// on [`SharedDb::tasks`], which shutdown waits for.
 #[derive(Debug, Clone)]
-pub struct SharedDb(Arc<Mutex<Db>>);
+pub struct SharedDb {
+    db: Arc<Mutex<Db>>,
+    tasks: TaskTracker,
+}
 
 impl SharedDb {
     pub fn new(db: Db) -> SharedDb {
-        SharedDb(Arc::new(Mutex::new(db)))
+        SharedDb { db: Arc::new(Mutex::new(db)), tasks: TaskTracker::new() }
+    }
+
+    /// The lock tasks this handle (and every clone of it) started; shutdown closes it and
+    /// waits, so a lock dropped unreleased is released before the process exits.
+    pub fn tasks(&self) -> &TaskTracker {
+        &self.tasks
     }
 
     /// Runs `f` with the database on the blocking pool.
     pub async fn run<R: Send + 'static>(&self, f: impl FnOnce(&Db) -> R + Send + 'static) -> R {
-        let db = Arc::clone(&self.0);
+        let db = Arc::clone(&self.db);
         tokio::task::spawn_blocking(move || {
             let guard = db.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
             f(&guard)
@@ -124,7 +136,7 @@ impl NodeLock {
         let renewing = CancellationToken::new();
         let (renewer, node, who, stop) =
             (db.clone(), node_uuid.clone(), token.clone(), renewing.clone());
-        tokio::spawn(async move {
+        db.tasks.spawn(async move {
             let every = Duration::from_secs((LEASE_SECS / 3).unsigned_abs());
             loop {
                 tokio::select! {
@@ -176,9 +188,13 @@ impl Drop for NodeLock {
         self.renewing.cancel();
         let (db, node, token) = (self.db.clone(), self.node_uuid.clone(), self.token.clone());
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(async move {
-                let _ = db.run(move |db| db.unlock_node(&node, &token)).await;
-            });
+            let tasks = db.tasks.clone();
+            tasks.spawn_on(
+                async move {
+                    let _ = db.run(move |db| db.unlock_node(&node, &token)).await;
+                },
+                &runtime,
+            );
         }
     }
 }

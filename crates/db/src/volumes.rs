@@ -5,73 +5,7 @@ use serde_json::Value;
 
 use super::{Db, DbError};
 use bootvol_core::model::JsonMap;
-
-/// Where an attachment stands. Only `attached` volumes are in use by the node.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AttachmentState {
-    Attaching,
-    Attached,
-    Detaching,
-    Detached,
-    Failed,
-}
-
-impl AttachmentState {
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            AttachmentState::Attaching => "attaching",
-            AttachmentState::Attached => "attached",
-            AttachmentState::Detaching => "detaching",
-            AttachmentState::Detached => "detached",
-            AttachmentState::Failed => "failed",
-        }
-    }
-
-    fn parse(text: &str) -> Option<AttachmentState> {
-        Some(match text {
-            "attaching" => AttachmentState::Attaching,
-            "attached" => AttachmentState::Attached,
-            "detaching" => AttachmentState::Detaching,
-            "detached" => AttachmentState::Detached,
-            "failed" => AttachmentState::Failed,
-            _ => return None,
-        })
-    }
-}
-
-/// The persisted progress of one volume target's attachment. `step` names the last step that
-/// completed, so recovery knows what to undo or finish.
-#[derive(Debug, Clone, PartialEq)]
-pub struct AttachmentRecord {
-    pub node_uuid: String,
-    pub target_uuid: String,
-    pub volume_id: String,
-    /// `attachments` or `legacy`.
-    pub api: String,
-    /// Cinder's attachment id, once known.
-    pub attachment_id: Option<String>,
-    pub state: AttachmentState,
-    pub step: String,
-    /// The connector sent (needed again to terminate a legacy connection).
-    pub connector: Value,
-    pub last_error: Option<String>,
-    pub updated_at: Option<String>,
-}
-
-/// A notification, persisted.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct Event {
-    pub id: i64,
-    pub node_uuid: Option<String>,
-    pub event_type: String,
-    pub level: String,
-    pub payload: Value,
-    pub created_at: String,
-    /// How many times it was recorded as it is (a repeated sync drift is one event, counted).
-    pub repeats: i64,
-    /// When it was last recorded, when it repeated.
-    pub last_seen_at: Option<String>,
-}
+pub use bootvol_core::model::records::{AttachmentRecord, AttachmentState, Event};
 
 /// Event types recorded once while they repeat as they are (same node, level and payload as
 /// the node's newest event): a drift found again by every sync pass.

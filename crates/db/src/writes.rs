@@ -166,6 +166,15 @@ fn child_values(spec: &ChildSpec) -> Vec<SqlValue> {
 
 /// Each kind's INSERT and UPDATE: `?1` the row's UUID, `?2` its node's id, then
 /// [`child_values`].
+/// The table a child kind's rows live in (table names are the database's business).
+fn table(kind: ChildKind) -> &'static str {
+    match kind {
+        ChildKind::Port => "ports",
+        ChildKind::Connector => "volume_connectors",
+        ChildKind::Target => "volume_targets",
+    }
+}
+
 fn child_statements(kind: ChildKind) -> (&'static str, &'static str) {
     match kind {
         ChildKind::Port => (
@@ -204,7 +213,7 @@ pub(super) fn insert_child(
     spec: &ChildSpec,
 ) -> Result<(), DbError> {
     tx.execute(child_statements(spec.kind()).0, &child_params(uuid, node_id, spec))?;
-    tx.changed(spec.kind().table(), uuid, "create");
+    tx.changed(table(spec.kind()), uuid, "create");
     Ok(())
 }
 
@@ -215,14 +224,14 @@ pub(super) fn update_child(
     node_id: i64,
     spec: &ChildSpec,
 ) -> Result<usize, DbError> {
-    tx.changed(spec.kind().table(), uuid, "update");
+    tx.changed(table(spec.kind()), uuid, "update");
     tx.execute(child_statements(spec.kind()).1, &child_params(uuid, node_id, spec))
 }
 
 /// Deletes a port, connector or target; how many rows went.
 pub(super) fn delete_child(tx: &Tx<'_>, kind: ChildKind, uuid: &str) -> Result<usize, DbError> {
-    tx.changed(kind.table(), uuid, "delete");
-    tx.execute(&format!("DELETE FROM {} WHERE uuid = ?1", kind.table()), args![uuid])
+    tx.changed(table(kind), uuid, "delete");
+    tx.execute(&format!("DELETE FROM {} WHERE uuid = ?1", table(kind)), args![uuid])
 }
 
 /// The row that holds what must be unique about `spec` (on node `node_id`): a port's MAC
@@ -271,7 +280,7 @@ fn conflict_message(spec: &ChildSpec, node_uuid: &str) -> String {
 }
 
 fn exists(conn: &Conn, kind: ChildKind, uuid: &str) -> Result<bool, DbError> {
-    let sql = format!("SELECT 1 FROM {} WHERE uuid = ?1", kind.table());
+    let sql = format!("SELECT 1 FROM {} WHERE uuid = ?1", table(kind));
     Ok(conn.query_opt(&sql, args![uuid])?.is_some())
 }
 

@@ -7,6 +7,8 @@
 //! - [`dhcp`]: the ProxyDHCP, a sans-io codec and decision with its UDP sockets.
 //! - [`script_access`]: secrets only to their node, once per boot window; refusals reported
 //!   through [`script_access::EventSink`]. [`neighbour`]: the kernel's neighbour table.
+//! - [`snapshot`]: the boot snapshot's watcher, reading the store through
+//!   [`snapshot::SnapshotSource`].
 //!
 //! It must not know (and cannot reach: no `rusqlite`, `postgres`, `reqwest` or `bcrypt` in its
 //! dependency tree): SQL, Cinder, BMCs, password checks. What it needs of the control plane it
@@ -16,4 +18,5 @@ pub mod dhcp;
 pub mod http;
 pub mod neighbour;
 pub mod script_access;
+pub mod snapshot;
 pub mod tftp_files;

@@ -14,7 +14,6 @@
 //! nodes an action holds; they write only the columns they own.
 
 mod deploy;
-pub mod notify;
 pub mod states;
 
 use std::sync::Arc;

@@ -21,12 +21,13 @@ use serde_json::json;
 
 use crate::conductor::{Action, Conductor, ConductorError};
 use bootvol_core::inventory::{ChildSpec, NodeSpec};
+pub use bootvol_core::model::records::{AttachmentRecord, Event};
+pub use bootvol_core::model::sync::SyncStatus;
 use bootvol_core::model::{
     Child, ChildKind, NodeRecord, Port, ProvisionState, Stamped, StorageInterfaceName,
     VolumeConnector, VolumeTarget,
 };
 use bootvol_db::SharedDb;
-pub use bootvol_db::{AttachmentRecord, Event, SyncStatus};
 use bootvol_db::{DbError, WriteError};
 
 /// Why the node service did not do what it was asked.

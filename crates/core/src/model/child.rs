@@ -27,15 +27,6 @@ pub enum EditRule {
 impl ChildKind {
     pub const ALL: [ChildKind; 3] = [ChildKind::Port, ChildKind::Connector, ChildKind::Target];
 
-    /// The SQLite table its rows live in.
-    pub fn table(self) -> &'static str {
-        match self {
-            ChildKind::Port => "ports",
-            ChildKind::Connector => "volume_connectors",
-            ChildKind::Target => "volume_targets",
-        }
-    }
-
     /// Its name in messages, lower case ("volume connector").
     pub fn label(self) -> &'static str {
         match self {

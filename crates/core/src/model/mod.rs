@@ -8,6 +8,7 @@ pub mod capabilities;
 mod checks;
 mod child;
 pub mod hardware;
+pub mod records;
 pub mod sync;
 pub mod traits;
 mod values;

@@ -1,0 +1,228 @@
+//! The boot snapshot's owner at run time: builds the first snapshot before anything is served,
+//! then runs the watcher that rebuilds it whenever the store says another writer committed
+//! (SQLite's `data_version`, PostgreSQL's change log), the set of live peers changed, or on
+//! [`SnapshotHandle::reload`] (SIGHUP, a change made in this process), and swaps it atomically:
+//! requests in flight keep the snapshot they started with.
+//!
+//! It reads the store only through [`SnapshotSource`], which the binary implements over the
+//! database: it must not know SQL, tables or which engine answers.
+
+use std::sync::Arc;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use bootvol_core::boot::{BootSettings, BootSnapshot, SnapshotBuilder, Templates};
+use bootvol_core::config::Config;
+use bootvol_core::model::NodeRecord;
+use bootvol_runtime::liveness::Heart;
+use bootvol_runtime::metrics::Metrics;
+use bootvol_runtime::public_url::PublicUrl;
+
+/// What the watcher reads of the store, on its own blocking thread.
+pub trait SnapshotSource: Send + 'static {
+    /// A number that changes whenever another writer committed; `None` when the store cannot
+    /// be read now.
+    fn version(&mut self) -> Option<i64>;
+    /// Whether several instances share the store (PostgreSQL): then an unreadable store keeps
+    /// the current snapshot, and what changed is logged from the change log.
+    fn is_shared(&self) -> bool;
+    /// The boot URLs of the other live instances, sorted (none when the store is not shared).
+    fn peers(&mut self) -> Vec<String>;
+    /// Feeds every node's record to `add`, a page at a time.
+    fn each_record(&mut self, add: &mut dyn FnMut(&NodeRecord)) -> Result<(), String>;
+    /// Logs what changed between versions `from` and `to` (diagnostics only).
+    fn log_changes(&mut self, from: i64, to: i64);
+    /// Hands back what reading the records cost (caches), after a build.
+    fn release_memory(&mut self);
+}
+
+/// A handle on the running snapshot, for callers that change the data in-process.
+#[derive(Debug, Clone)]
+pub struct SnapshotHandle {
+    pub current: Arc<ArcSwap<BootSnapshot>>,
+    wake: mpsc::Sender<Wake>,
+}
+
+/// Why the watcher wakes before its next check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wake {
+    /// Rebuild now, templates included (SIGHUP, a change made by this process).
+    Reload,
+    /// The store announced a change (or its listener reconnected): check now.
+    Changed,
+}
+
+impl SnapshotHandle {
+    /// Asks the watcher to rebuild now, templates included (SIGHUP does the same).
+    pub fn reload(&self) {
+        let _ = self.wake.send(Wake::Reload);
+    }
+
+    /// Asks the watcher to look for changes now.
+    pub fn changed(&self) {
+        let _ = self.wake.send(Wake::Changed);
+    }
+}
+
+/// What the watcher needs besides its source.
+#[derive(Debug)]
+pub struct WatcherInputs {
+    pub metrics: Arc<Metrics>,
+    pub heart: Heart,
+    pub public_url: PublicUrl,
+}
+
+/// Builds the first snapshot (synchronously: nothing is served before it exists) and starts
+/// the watcher that rebuilds it: a blocking task of `tracker` (it only ever waits on the store
+/// and its channel) that ends at `shutdown`, answering its heart each time it wakes.
+pub fn start(
+    config: &Config,
+    mut source: impl SnapshotSource,
+    inputs: WatcherInputs,
+    tracker: &TaskTracker,
+    shutdown: CancellationToken,
+) -> anyhow::Result<SnapshotHandle> {
+    let templates = Templates::new(config.boot.templates_dir.as_deref())?;
+    let peers = source.peers();
+    let url = inputs.public_url.get();
+    let first = build(&mut source, &templates, config, &inputs.metrics, &url, &peers)?;
+    let current = Arc::new(ArcSwap::from_pointee(first));
+    let (wake, requests) = mpsc::channel();
+    let watcher = Watcher {
+        source,
+        templates,
+        config: config.clone(),
+        current: Arc::clone(&current),
+        requests,
+        shutdown,
+        inputs,
+        peers,
+    };
+    tracker.spawn_blocking(move || watcher.run());
+    Ok(SnapshotHandle { current, wake })
+}
+
+fn build(
+    source: &mut impl SnapshotSource,
+    templates: &Templates,
+    config: &Config,
+    metrics: &Metrics,
+    public_url: &str,
+    peers: &[String],
+) -> anyhow::Result<BootSnapshot> {
+    let started = Instant::now();
+    let settings = BootSettings {
+        public_url: public_url.to_owned(),
+        peers: peers.to_vec(),
+        ..config.boot_settings()
+    };
+    let mut builder =
+        SnapshotBuilder::new(templates, &settings, config.default.default_storage_interface, 0);
+    source.each_record(&mut |record| builder.add(record)).map_err(anyhow::Error::msg)?;
+    let snapshot = builder.finish()?;
+    source.release_memory();
+    tracing::info!(
+        nodes = snapshot.node_count(),
+        macs = snapshot.mac_count(),
+        build_ms = started.elapsed().as_millis() as u64,
+        "boot snapshot built"
+    );
+    metrics.snapshot_built(snapshot.nodes_by_state(), started.elapsed());
+    Ok(snapshot)
+}
+
+struct Watcher<S> {
+    source: S,
+    templates: Templates,
+    config: Config,
+    current: Arc<ArcSwap<BootSnapshot>>,
+    requests: mpsc::Receiver<Wake>,
+    shutdown: CancellationToken,
+    inputs: WatcherInputs,
+    /// The peers the current snapshot's generic script falls back to.
+    peers: Vec<String>,
+}
+
+/// The longest the watcher sleeps before it answers its liveness tick, whatever
+/// `[database] watch_interval_ms` says.
+const WATCHER_WAKE: Duration = Duration::from_secs(1);
+
+impl<S: SnapshotSource> Watcher<S> {
+    fn run(mut self) {
+        let interval = Duration::from_millis(self.config.database.watch_interval_ms);
+        let mut seen = self.source.version();
+        let mut next_check = Instant::now() + interval;
+        while !self.shutdown.is_cancelled() {
+            self.inputs.heart.answer();
+            let wait = next_check.saturating_duration_since(Instant::now()).min(WATCHER_WAKE);
+            let requested = match self.requests.recv_timeout(wait) {
+                Ok(Wake::Reload) => true,
+                Ok(Wake::Changed) => false,
+                Err(mpsc::RecvTimeoutError::Timeout) if Instant::now() < next_check => continue,
+                Err(mpsc::RecvTimeoutError::Timeout) => false,
+                Err(mpsc::RecvTimeoutError::Disconnected) => return,
+            };
+            next_check = Instant::now() + interval;
+            if let Some(version) = self.check(requested, seen) {
+                seen = version;
+            }
+        }
+    }
+
+    /// One wake: rebuilds when asked, when the store changed since `seen` or when the peers
+    /// changed; the version to remember, when a rebuild succeeded on a readable store.
+    fn check(&mut self, requested: bool, seen: Option<i64>) -> Option<Option<i64>> {
+        let version = self.source.version();
+        let peers = self.source.peers();
+        let peers_changed = version.is_some() && peers != self.peers;
+        if !requested && version == seen && !peers_changed {
+            return None;
+        }
+        if !requested && self.source.is_shared() {
+            // Unreachable: keep serving this snapshot; the store is retried at the next check,
+            // and what changed is read from `seen` then.
+            let to = version?;
+            if let Some(from) = seen {
+                self.source.log_changes(from, to);
+            }
+        }
+        if requested {
+            self.reload_templates();
+        }
+        let url = self.inputs.public_url.get();
+        let built = build(
+            &mut self.source,
+            &self.templates,
+            &self.config,
+            &self.inputs.metrics,
+            &url,
+            &peers,
+        );
+        match built {
+            Ok(snapshot) => {
+                self.current.store(Arc::new(snapshot));
+                self.peers = peers;
+                version.is_some().then_some(version)
+            }
+            Err(e) => {
+                self.inputs.metrics.snapshot_failed();
+                tracing::error!(error = %e, "snapshot not rebuilt; still serving the previous one");
+                None
+            }
+        }
+    }
+
+    /// SIGHUP: data and templates are re-read; the configuration is not.
+    fn reload_templates(&mut self) {
+        match Templates::new(self.config.boot.templates_dir.as_deref()) {
+            Ok(templates) => self.templates = templates,
+            Err(e) => {
+                tracing::error!(error = %e, "templates not reloaded; keeping the previous ones")
+            }
+        }
+    }
+}
