@@ -537,7 +537,7 @@ fn headless_chromium_login_create_power_screenshot_logout() {
         let path = e2e.join(shot);
         assert!(std::fs::metadata(&path).map(|m| m.len() > 1000).unwrap_or(false), "{shot}");
     }
-    // The README's screenshots, refreshed on demand.
+    // The screenshots of docs/operating.md (the admin page), refreshed on demand.
     if std::env::var("BOOTVOL_UPDATE_SCREENSHOTS").is_ok_and(|v| v == "1") {
         for (shot, name) in shots.iter().zip(["admin-node.png", shots[1], shots[2]]) {
             std::fs::copy(e2e.join(shot), root.join("docs").join(name)).unwrap();
