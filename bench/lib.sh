@@ -47,13 +47,14 @@ wait_tftp() { # PORT [HOST]: the 100 KiB file within 10 s
 
 # -- bootvol's configuration for the bench ----------------------------------------------------
 # config SRC DB HTTP_LISTEN TFTP_LISTEN API_LISTEN [SECRETS]
-# SRC is the source tree of the binary (this one or the baseline's): a key its src/config.rs
-# does not know is left out, so an older bootvol reads the same file. The clients sit on
-# loopback and the nodes carry CHAP: script_secrets = "any" (SECRETS overrides it); the caps per
-# client and max_transfers are raised above the largest N of the run.
+# SRC is the source tree of the binary (this one or the baseline's): a key its configuration
+# source (src/config.rs before the crate split, crates/core/src/config* after) does not know
+# is left out, so an older bootvol reads the same file. The clients sit on loopback and the
+# nodes carry CHAP: script_secrets = "any" (SECRETS overrides it); the caps per client and
+# max_transfers are raised above the largest N of the run.
 config() {
   local src=$1 db=$2 http=$3 tftp=$4 api=$5 secrets=${6:-any}
-  knows() { grep -q "$1" "$src/src/config.rs"; }
+  knows() { grep -rqs "$1" "$src/src/config.rs" "$src/crates/core/src/config.rs" "$src/crates/core/src/config"; }
   cat <<EOF
 [DEFAULT]
 enabled_storage_interfaces = ["noop", "external"]

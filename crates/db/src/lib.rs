@@ -8,7 +8,21 @@
 //! `model` and `inventory` values, never `rusqlite` types. Values come out as `model` types; a
 //! row that does not parse is reported as corrupt, never passed on. `rows.rs` decodes each kind
 //! of row in one place; `writes.rs` writes each kind of row in one place. [`SharedDb`] is the
-//! handle async callers share (events and node locks included).
+//! handle async callers share (events and node locks included); [`Database`] is `serve`'s one
+//! handle, from which each owner that needs a connection of its own takes it.
+//!
+//! It must not know HTTP, Cinder, BMCs, iPXE or the front ends: it stores and reads values.
+//!
+//! # Layout
+//!
+//! - [`engine`]: one connection type over either engine; [`migrations`]: the schema steps.
+//! - [`nodes`] and [`rows`]: reading nodes; [`writes`]: one write path per row; [`apply`]: an
+//!   inventory applied in one transaction; [`runtime`]: a node's runtime fields.
+//! - [`volumes`]: attachment records, connection info, events; [`sync`]: the last Cinder pass.
+//! - [`locks`]: node locks; [`shared`]: the async handle; [`handle`]: `serve`'s one handle.
+//! - [`cluster`]: instances and leases on PostgreSQL; [`listen`]: its change notifications;
+//!   [`copy`]: `migrate-to-postgres`.
+//! - [`admin`]: what the admin page keeps across restarts.
 
 mod admin;
 mod apply;

@@ -35,6 +35,13 @@
 //! are binary; converting line ends would change them). Transfer sockets take the listening
 //! socket's IP: with a wildcard listener (`0.0.0.0`) replies leave by the routing table and are
 //! not bound to a device.
+//!
+//! # Layout
+//!
+//! - [`packet`]: the wire format (pure); [`transfer`]: one transfer's protocol rules (pure);
+//!   [`admission`]: who yields when the table is full (pure).
+//! - [`engine`]: the poll loop that runs every transfer's packets and clock; this file: the
+//!   listening socket, the per-transfer tasks and the log.
 
 mod admission;
 mod engine;
