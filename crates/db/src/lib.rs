@@ -13,6 +13,21 @@
 //!
 //! It must not know HTTP, Cinder, BMCs, iPXE or the front ends: it stores and reads values.
 //!
+//! What holds here (ARCHITECTURE.md names the rest):
+//! - every transaction that changes what a snapshot is built from (nodes, ports, connectors,
+//!   targets) writes `change_log` rows in that transaction, `seq` taken from the one-row
+//!   `change_counter` at commit inside it, so `seq` follows commit order; locks, leases, events,
+//!   attachment records and sync status are not logged (no instance caches them);
+//! - on PostgreSQL a lost engine never stops boots: writes fail as `DbError::Unavailable` (503),
+//!   the watcher keeps its snapshot, catch-up is by `seq`, never by trusting a notification; the
+//!   client's own statement logging is capped at `info` (parameters carry secrets);
+//! - a step is added at the end of both migration lists in the same commit
+//!   (`both_engines_have_every_step`);
+//! - interface columns left NULL (`storage_interface`, `console_interface`...) mean the
+//!   configured or hardware type's default, applied at read time; `instance_uuid` is unique;
+//!   `maintenance` is written only by `set_maintenance` and inventories, never by an action's
+//!   `save_node_runtime`.
+//!
 //! # Layout
 //!
 //! - [`engine`]: one connection type over either engine; [`migrations`]: the schema steps.
@@ -132,7 +147,7 @@ impl Db {
         let conn = Connection::open(path)?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         // FULL: a commit is on disk before it returns, so a write answered 2xx survives a power
-        // cut (NORMAL in WAL mode may lose the last commits; see ARCHITECTURE.md's Decisions).
+        // cut (NORMAL in WAL mode may lose the last commits; see docs/decisions.md).
         conn.pragma_update(None, "synchronous", "FULL")?;
         // 512 KiB of page cache per connection rather than SQLite's 2 MiB: bootvol's reads are
         // index lookups of a few pages or whole-table passes (the snapshot, the periodic
