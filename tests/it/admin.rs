@@ -6,7 +6,6 @@
 use std::time::{Duration, Instant};
 
 use bootvol_core::config::Config;
-use tokio_util::sync::CancellationToken;
 
 use crate::support::config_text;
 
@@ -17,14 +16,8 @@ struct Admin {
     base: String,
     /// The boot HTTP listener of the same `serve`.
     boot: String,
-    shutdown: CancellationToken,
+    shutdown: crate::support::ServeGuard,
     _dir: tempfile::TempDir,
-}
-
-impl Drop for Admin {
-    fn drop(&mut self) {
-        self.shutdown.cancel();
-    }
 }
 
 struct Reply {
@@ -89,9 +82,9 @@ impl Admin {
 
     /// `serve` stopped, then started again on the same folder (database, htpasswd).
     fn restart(mut self) -> Admin {
-        self.shutdown.cancel();
+        let serve = std::mem::replace(&mut self.shutdown, crate::support::ServeGuard::unstarted());
+        serve.stop().expect("the first serve stops cleanly");
         let dir = std::mem::replace(&mut self._dir, tempfile::tempdir().unwrap());
-        std::thread::sleep(Duration::from_millis(300));
         Admin::start_in(dir, "http_basic", "any")
     }
 
@@ -1055,7 +1048,7 @@ fn a_one_time_password_on_the_console_then_the_admin_page_sets_the_real_one() {
     let admin = Admin {
         base: format!("http://{api}"),
         boot: String::new(),
-        shutdown: CancellationToken::new(),
+        shutdown: crate::support::ServeGuard::unstarted(),
         _dir: tempfile::tempdir().unwrap(),
     };
 

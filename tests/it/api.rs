@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 
 use bootvol_core::config::Config;
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
 
 use crate::support::config_text;
 
@@ -20,14 +19,8 @@ struct Api {
     base: String,
     /// The boot HTTP listener of the same `serve`.
     boot: String,
-    shutdown: CancellationToken,
+    _serve: crate::support::ServeGuard,
     _dir: tempfile::TempDir,
-}
-
-impl Drop for Api {
-    fn drop(&mut self) {
-        self.shutdown.cancel();
-    }
 }
 
 const USER: &str = "operator";
@@ -54,7 +47,7 @@ impl Api {
         let api = Api {
             base: format!("http://{addr}"),
             boot: format!("http://{boot}"),
-            shutdown,
+            _serve: shutdown,
             _dir: dir,
         };
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -848,7 +841,8 @@ fn an_unknown_user_costs_what_a_wrong_password_costs() {
     );
     let (addr, _, shutdown) =
         crate::support::start_serve(Config::from_toml(&text, "test").unwrap());
-    let api = Api { base: format!("http://{addr}"), boot: String::new(), shutdown, _dir: dir };
+    let api =
+        Api { base: format!("http://{addr}"), boot: String::new(), _serve: shutdown, _dir: dir };
     let deadline = Instant::now() + Duration::from_secs(10);
     while api.call("GET", "/", None, &[]).0 != 200 {
         assert!(Instant::now() < deadline, "API never answered");

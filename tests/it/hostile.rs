@@ -198,14 +198,8 @@ pub(crate) fn hostile_for(pointer: &str) -> impl Iterator<Item = &'static &'stat
 struct ApiClient {
     base: String,
     boot: String,
-    shutdown: tokio_util::sync::CancellationToken,
+    _serve: crate::support::ServeGuard,
     dir: tempfile::TempDir,
-}
-
-impl Drop for ApiClient {
-    fn drop(&mut self) {
-        self.shutdown.cancel();
-    }
 }
 
 impl ApiClient {
@@ -222,7 +216,7 @@ impl ApiClient {
         let client = ApiClient {
             base: format!("http://{api}"),
             boot: format!("http://{boot}"),
-            shutdown,
+            _serve: shutdown,
             dir,
         };
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);

@@ -136,11 +136,19 @@ sync_interval = 1
     }
 }
 
+/// A rig's `serve` is joined when the test ends; an error or panic in it fails the test.
 impl Drop for Rig {
     fn drop(&mut self) {
         self.shutdown.cancel();
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
+        let Some(thread) = self.thread.take() else { return };
+        let ended = thread.join();
+        if std::thread::panicking() {
+            return;
+        }
+        match ended {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => panic!("serve returned an error: {e:#}"),
+            Err(_) => panic!("serve panicked"),
         }
     }
 }

@@ -220,12 +220,76 @@ impl Appliance {
 }
 
 /// Starts `app::serve` with `config` on 127.0.0.1 ephemeral ports, in its own thread and
-/// runtime; answers the API and boot HTTP addresses and the token that stops it.
+/// runtime; answers the API and boot HTTP addresses and the guard that stops it (and, when the
+/// test ends, joins it: an error or a panic in `serve` fails the test).
 pub(crate) fn start_serve(
     config: Config,
-) -> (std::net::SocketAddr, std::net::SocketAddr, tokio_util::sync::CancellationToken) {
-    let (api, boot, shutdown, _) = start_serve_joinable(config);
-    (api, boot, shutdown)
+) -> (std::net::SocketAddr, std::net::SocketAddr, ServeGuard) {
+    let (bound, shutdown, thread) = spawn_serve(config, false);
+    (bound.api, bound.boot, ServeGuard { shutdown, thread: Some(thread) })
+}
+
+/// A running `serve`: derefs to its shutdown token; dropped, it cancels the token and joins the
+/// thread, and fails the test (unless it is already failing) when `serve` returned an error,
+/// panicked or did not stop within [`ServeGuard::JOIN_WITHIN`].
+#[derive(Debug)]
+pub(crate) struct ServeGuard {
+    shutdown: tokio_util::sync::CancellationToken,
+    thread: Option<std::thread::JoinHandle<anyhow::Result<()>>>,
+}
+
+impl ServeGuard {
+    /// `serve`'s drain deadline and some: a `serve` that takes longer is wedged.
+    const JOIN_WITHIN: std::time::Duration = std::time::Duration::from_secs(45);
+
+    /// A guard with no `serve` behind it (a rig that does not start one).
+    pub(crate) fn unstarted() -> ServeGuard {
+        ServeGuard { shutdown: tokio_util::sync::CancellationToken::new(), thread: None }
+    }
+
+    /// Stops `serve` and says how it ended.
+    pub(crate) fn stop(mut self) -> Result<(), String> {
+        self.join()
+    }
+
+    fn join(&mut self) -> Result<(), String> {
+        self.shutdown.cancel();
+        let Some(thread) = self.thread.take() else { return Ok(()) };
+        let deadline = std::time::Instant::now() + Self::JOIN_WITHIN;
+        while !thread.is_finished() {
+            if std::time::Instant::now() > deadline {
+                return Err(format!(
+                    "serve did not stop within {:?} of shutdown",
+                    Self::JOIN_WITHIN
+                ));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        match thread.join() {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(format!("serve returned an error: {e:#}")),
+            Err(_) => Err("serve panicked".to_owned()),
+        }
+    }
+}
+
+impl std::ops::Deref for ServeGuard {
+    type Target = tokio_util::sync::CancellationToken;
+
+    fn deref(&self) -> &Self::Target {
+        &self.shutdown
+    }
+}
+
+impl Drop for ServeGuard {
+    fn drop(&mut self) {
+        let ended = self.join();
+        if let Err(e) = ended
+            && !std::thread::panicking()
+        {
+            panic!("{e}");
+        }
+    }
 }
 
 /// [`start_serve`], with the thread `serve` runs on (it ends when `serve` returns).

@@ -94,11 +94,19 @@ impl Server {
     }
 }
 
+/// Every test's server is joined when the test ends, and an error or panic in `serve` fails it.
 impl Drop for Server {
     fn drop(&mut self) {
         self.shutdown.cancel();
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
+        let Some(thread) = self.thread.take() else { return };
+        let ended = thread.join();
+        if std::thread::panicking() {
+            return;
+        }
+        match ended {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => panic!("the TFTP server returned an error: {e}"),
+            Err(_) => panic!("the TFTP server panicked"),
         }
     }
 }

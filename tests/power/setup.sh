@@ -7,9 +7,8 @@
 #
 #   tests/power/setup.sh [VENV_DIR]
 #
-# Idempotent: when the tools are on PATH and the venv holds exactly the pinned set (a stamp
-# records the hash of constraints.txt and the Python version), it checks and exits in well under
-# a second. First run: about 10 s of apt and 10 s of pip. Needs: apt and PyPI, CPython >= 3.10 (Debian 12: 3.11) as
+# Idempotent: when the tools are on PATH and the venv holds exactly the pinned set
+# (tests/lib/venv.sh), it checks and exits in well under a second. First run: about 10 s of apt and 10 s of pip. Needs: apt and PyPI, CPython >= 3.10 (Debian 12: 3.11) as
 # $PYTHON (default python3) with the venv module (installed from apt when missing).
 set -euo pipefail
 
@@ -36,34 +35,9 @@ if ((${#missing[@]})); then
     apt-get update -q >&2
     apt-get install -y -q --no-install-recommends ipmitool openipmi openssl python3 python3-venv >&2
 fi
-# Resolve a version-manager shim (pyenv: ~0.2 s a call) to the interpreter.
-python=$("$python" -c 'import sys; print(sys.executable)')
-pyver=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 10))'; then
-    log "sushy-tools $SUSHY_TOOLS_VERSION needs Python >= 3.10; $python is $pyver"
-    exit 1
-fi
-
-want=$( { echo "sushy-tools==$SUSHY_TOOLS_VERSION python=$pyver"; cat "$constraints"; } |
-        sha256sum | cut -d' ' -f1)
-stamp=$venv/.bootvol-power-stamp
-if [[ -x $venv/bin/python && -f $stamp && $(cat "$stamp") == "$want" ]] &&
-   "$venv/bin/python" -c 'import importlib.metadata as m
-assert m.version("sushy-tools") == "'$SUSHY_TOOLS_VERSION'"' 2>/dev/null; then
-    log "ready: $(command -v ipmitool) $(command -v ipmi_sim) $venv"
-    exit 0
-fi
-
-start=$(date +%s)
-if [[ ! -x $venv/bin/python ]]; then
-    log "creating $venv"
-    rm -rf "$venv"
-    nice -n 10 "$python" -m venv "$venv"
-fi
-rm -f "$stamp"
-log "installing sushy-tools==$SUSHY_TOOLS_VERSION (constraints: $constraints)"
-nice -n 10 "$venv/bin/pip" install --disable-pip-version-check -q \
-    -c "$constraints" "sushy-tools==$SUSHY_TOOLS_VERSION" >&2
-"$venv/bin/python" -c 'import sushy_tools.emulator.main, bcrypt' >&2
-echo "$want" > "$stamp"
-log "ready in $(( $(date +%s) - start )) s: $venv"
+# shellcheck source=../lib/venv.sh
+source "$repo/tests/lib/venv.sh"
+VENV_LOG_PREFIX="power setup"
+ensure_venv "$venv" "$constraints" 3.10 'import sushy_tools.emulator.main, bcrypt' \
+    "sushy-tools==$SUSHY_TOOLS_VERSION"
+log "ready: $(command -v ipmitool) $(command -v ipmi_sim) $venv"
