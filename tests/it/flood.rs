@@ -357,6 +357,7 @@ fn trickled_headers_are_cut_off_and_idle_keep_alive_connections_closed_between_r
 fn thousands_of_tftp_requests_from_distinct_ports_leave_others_served() {
     raise_own_descriptor_limit();
     let server = Flooded::start("");
+    let idle = server.open_descriptors();
     // 3,000 requests from 127.0.0.2, each from its own port, none ever acknowledged.
     // Paced (50 every 10 ms), so that the kernel does not drop most of them at the listening
     // socket.
@@ -371,10 +372,18 @@ fn thousands_of_tftp_requests_from_distinct_ports_leave_others_served() {
             socket
         })
         .collect();
-    std::thread::sleep(Duration::from_millis(300));
-    let held = server.open_descriptors();
+    // The most it holds while the transfers are open, sampled every 20 ms for a second (not
+    // one read at a fixed time, which could fall before or after the peak).
+    let held = (0..50)
+        .map(|_| {
+            std::thread::sleep(Duration::from_millis(20));
+            server.open_descriptors()
+        })
+        .max()
+        .unwrap();
+    assert!(held > idle, "{held} descriptors, as many as idle: the flood opened no transfer");
     let during = server.served(Duration::from_secs(5));
-    eprintln!("bootvol holds {held} descriptors during the TFTP flood");
+    eprintln!("bootvol holds at most {held} descriptors during the TFTP flood ({idle} idle)");
     // 20 of its own (32 on PostgreSQL), and one per transfer (32 for the flooding host).
     let own = if crate::support::on_postgres() {
         bootvol_core::config::RESERVED_DESCRIPTORS + bootvol_core::config::POSTGRES_DESCRIPTORS
