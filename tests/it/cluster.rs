@@ -29,6 +29,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::netns::{Netns, ip};
 use serde_json::{Value, json};
 
 const NODES: usize = 2000;
@@ -50,23 +51,6 @@ fn run(command: &mut Command) -> String {
         String::from_utf8_lossy(&output.stderr)
     );
     String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-fn ip(args: &[&str]) {
-    run(tool("ip").args(args));
-}
-
-/// The namespaces of the test, deleted when dropped (after the processes in them).
-struct Net {
-    names: Vec<String>,
-}
-
-impl Drop for Net {
-    fn drop(&mut self) {
-        for name in self.names.iter().rev() {
-            let _ = tool("ip").args(["netns", "del", name]).status();
-        }
-    }
 }
 
 /// A `bootvol serve` in a namespace, killed when dropped.
@@ -357,13 +341,9 @@ fn three_appliances_on_one_postgres_share_writes_and_survive_failures() {
     let net = format!("10.{}.{}", 100 + pid % 100, pid / 100 % 250);
     let ns = |role: &str| format!("bvc{pid}-{role}");
     let roles = ["pg", "bv1", "bv2", "bv3", "storm"];
-    let mut names = vec![ns("hub")];
-    names.extend(roles.iter().map(|r| ns(r)));
-    let _net = Net { names: names.clone() };
-    for name in &names {
-        ip(&["netns", "add", name]);
-        ip(&["-n", name, "link", "set", "lo", "up"]);
-    }
+    // Deleted when dropped, after the processes in them (declared before them).
+    let _net: Vec<Netns> =
+        std::iter::once("hub").chain(roles).map(|role| Netns::add(ns(role))).collect();
     let hub = ns("hub");
     ip(&["-n", &hub, "link", "add", "br0", "type", "bridge"]);
     ip(&["-n", &hub, "link", "set", "br0", "up"]);

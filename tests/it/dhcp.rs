@@ -9,35 +9,26 @@
 
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::os::fd::AsFd;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use bootvol_edge::dhcp::packet::{Packet, msg};
 use nix::sys::socket::{setsockopt, sockopt};
 use serde_json::json;
 
+use crate::netns::Netns;
 use crate::support::Appliance;
 
 const KNOWN_MAC: [u8; 6] = [0x52, 0x54, 0x00, 0x4d, 0x00, 0x01];
 const UNKNOWN_MAC: [u8; 6] = [0x52, 0x54, 0x00, 0x4d, 0x00, 0x99];
 const UUID: [u8; 17] = [0, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 1, 2, 3, 4, 5, 6];
 
-#[allow(clippy::disallowed_methods)] // tests run tools
-fn tool(program: &str) -> Command {
-    Command::new(program)
-}
-
-fn ip(args: &[&str]) {
-    let output = tool("ip").args(args).output().unwrap();
-    assert!(output.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&output.stderr));
-}
-
 /// Three namespaces on one bridge: the server's bridge `dh0` at `.1`, the client's `eth0` at
 /// `.2` (with the node's MAC), the attacker's `eth0` at `.3` and `.4` (its own MAC).
 struct Link {
-    server: String,
-    client: String,
-    attacker: String,
+    server: Netns,
+    client: Netns,
+    attacker: Netns,
     prefix: String,
 }
 
@@ -46,40 +37,36 @@ impl Link {
     fn new(name: &str) -> Link {
         let pid = std::process::id();
         let link = Link {
-            server: format!("bvdh-{pid}-{name}-s"),
-            client: format!("bvdh-{pid}-{name}-c"),
-            attacker: format!("bvdh-{pid}-{name}-a"),
+            server: Netns::add(format!("bvdh-{pid}-{name}-s")),
+            client: Netns::add(format!("bvdh-{pid}-{name}-c")),
+            attacker: Netns::add(format!("bvdh-{pid}-{name}-a")),
             prefix: format!(
                 "10.{}.{}",
                 200 + name.bytes().map(u32::from).sum::<u32>() % 50,
                 pid % 250 + 1
             ),
         };
-        for ns in [&link.server, &link.client, &link.attacker] {
-            ip(&["netns", "add", ns]);
-            ip(&["-n", ns, "link", "set", "lo", "up"]);
-        }
-        let server = link.server.as_str();
-        ip(&["-n", server, "link", "add", "dh0", "type", "bridge"]);
-        ip(&["-n", server, "addr", "add", &format!("{}.1/24", link.prefix), "dev", "dh0"]);
-        ip(&["-n", server, "link", "set", "dh0", "up"]);
+        let server = &link.server;
+        server.ip(&["link", "add", "dh0", "type", "bridge"]);
+        server.ip(&["addr", "add", &format!("{}.1/24", link.prefix), "dev", "dh0"]);
+        server.ip(&["link", "set", "dh0", "up"]);
         let mac = KNOWN_MAC.map(|b| format!("{b:02x}")).join(":");
         for (ns, port, host, mac) in
             [(&link.client, "c0", "2", Some(mac.as_str())), (&link.attacker, "a0", "3", None)]
         {
-            ip(&["-n", server, "link", "add", port, "type", "veth", "peer", "name", "eth0"]);
-            ip(&["-n", server, "link", "set", "eth0", "netns", ns]);
-            ip(&["-n", server, "link", "set", port, "master", "dh0"]);
-            ip(&["-n", server, "link", "set", port, "up"]);
+            server.ip(&["link", "add", port, "type", "veth", "peer", "name", "eth0"]);
+            server.ip(&["link", "set", "eth0", "netns", ns]);
+            server.ip(&["link", "set", port, "master", "dh0"]);
+            server.ip(&["link", "set", port, "up"]);
             if let Some(mac) = mac {
-                ip(&["-n", ns, "link", "set", "eth0", "address", mac]);
+                ns.ip(&["link", "set", "eth0", "address", mac]);
             }
             let address = format!("{}.{host}/24", link.prefix);
-            ip(&["-n", ns, "addr", "add", &address, "dev", "eth0"]);
-            ip(&["-n", ns, "link", "set", "eth0", "up"]);
+            ns.ip(&["addr", "add", &address, "dev", "eth0"]);
+            ns.ip(&["link", "set", "eth0", "up"]);
         }
         let second = format!("{}.4/24", link.prefix);
-        ip(&["-n", &link.attacker, "addr", "add", &second, "dev", "eth0"]);
+        link.attacker.ip(&["addr", "add", &second, "dev", "eth0"]);
         link
     }
 
@@ -89,14 +76,6 @@ impl Link {
 
     fn host(&self, n: u8) -> Ipv4Addr {
         format!("{}.{n}", self.prefix).parse().unwrap()
-    }
-}
-
-impl Drop for Link {
-    fn drop(&mut self) {
-        for ns in [&self.server, &self.client, &self.attacker] {
-            let _ = tool("ip").args(["netns", "del", ns]).status();
-        }
     }
 }
 
@@ -171,11 +150,7 @@ interfaces = ["dh0"]
                 "properties": {"target_iqn": "iqn.2024-01.org.example.san:v1",
                     "target_portal": "192.0.2.5:3260"}}]}]));
         let serve = app.command(&["serve"]);
-        let mut command = tool("ip");
-        command
-            .args(["netns", "exec", &link.server])
-            .arg(serve.get_program())
-            .args(serve.get_args());
+        let mut command = link.server.wrap(&serve);
         let log = std::fs::File::create(app.path("serve.log")).unwrap();
         let serve = Serve(command.stdout(Stdio::null()).stderr(log).spawn().unwrap());
         Served { _serve: serve, app }
@@ -416,7 +391,7 @@ fn a_dhcp_flood_leaves_a_known_node_answered_on_every_discover() {
 
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let flooding = std::sync::Arc::clone(&stop);
-    let attacker = link.attacker.clone();
+    let attacker = link.attacker.to_string();
     let flood = std::thread::spawn(move || {
         in_netns(&attacker, String::new, move || {
             let socket = UdpSocket::bind("0.0.0.0:0").unwrap();
@@ -508,7 +483,7 @@ fn a_forged_giaddr_does_not_reflect_offers() {
     let (tx, rx) = std::sync::mpsc::channel::<Packet>();
     let listening = std::sync::Arc::new(std::sync::Barrier::new(2));
     let ready = std::sync::Arc::clone(&listening);
-    let victim_ns = link.client.clone();
+    let victim_ns = link.client.to_string();
     let reflected = std::thread::spawn(move || {
         in_netns(&victim_ns, String::new, move || {
             let socket = UdpSocket::bind((victim, 67)).unwrap();

@@ -18,6 +18,7 @@ mod listener;
 mod logs;
 mod metrics;
 mod neighbour;
+mod netns;
 mod postgres;
 mod power;
 mod public_url;

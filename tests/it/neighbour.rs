@@ -30,6 +30,7 @@ use bootvol_core::model::{MacAddr, ProvisionState};
 use bootvol_db::{Db, SharedDb};
 use serde_json::{Value, json};
 
+use crate::netns::Netns;
 use crate::support::Appliance;
 
 const CHAP_SECRET: &str = "chap-secret-only-for-n1";
@@ -57,10 +58,6 @@ fn run(command: &mut Command) -> Output {
     output
 }
 
-fn ip(netns: &str, args: &[&str]) {
-    run(tool("ip").arg("-n").arg(netns).args(args));
-}
-
 fn available() -> bool {
     crate::support::netns_available("neighbour", &["curl", "python3"])
 }
@@ -68,9 +65,9 @@ fn available() -> bool {
 /// The server's namespace (a bridge at `.1`) and two clients on it: the node's NIC and a
 /// stranger's. Dropping it deletes the three namespaces.
 struct Lan {
-    server: String,
-    node: String,
-    stranger: String,
+    server: Netns,
+    node: Netns,
+    stranger: Netns,
     prefix: String,
 }
 
@@ -79,35 +76,26 @@ impl Lan {
         let n = SEQ.fetch_add(1, Ordering::Relaxed);
         let base = format!("bvit-{}-{n}", std::process::id());
         let lan = Lan {
-            server: format!("{base}-s"),
-            node: format!("{base}-n"),
-            stranger: format!("{base}-x"),
+            server: Netns::add(format!("{base}-s")),
+            node: Netns::add(format!("{base}-n")),
+            stranger: Netns::add(format!("{base}-x")),
             prefix: format!("10.213.{}", (std::process::id() + n) % 250 + 1),
         };
-        for ns in [&lan.server, &lan.node, &lan.stranger] {
-            run(tool("ip").args(["netns", "add", ns]));
-            ip(ns, &["link", "set", "lo", "up"]);
-        }
-        ip(&lan.server, &["link", "add", "br0", "type", "bridge"]);
-        ip(&lan.server, &["addr", "add", &format!("{}.1/24", lan.prefix), "dev", "br0"]);
-        ip(
-            &lan.server,
-            &["addr", "add", &format!("{}::1/64", lan.prefix6()), "dev", "br0", "nodad"],
-        );
-        ip(&lan.server, &["link", "set", "br0", "up"]);
+        lan.server.ip(&["link", "add", "br0", "type", "bridge"]);
+        lan.server.ip(&["addr", "add", &format!("{}.1/24", lan.prefix), "dev", "br0"]);
+        lan.server.ip(&["addr", "add", &format!("{}::1/64", lan.prefix6()), "dev", "br0", "nodad"]);
+        lan.server.ip(&["link", "set", "br0", "up"]);
         for (ns, mac, host, port) in
             [(&lan.node, NODE_MAC, 2, "p-node"), (&lan.stranger, STRANGER_MAC, 3, "p-x")]
         {
-            ip(
-                &lan.server,
-                &["link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", ns],
-            );
-            ip(&lan.server, &["link", "set", port, "master", "br0", "up"]);
-            ip(ns, &["link", "set", "eth0", "address", mac]);
-            ip(ns, &["addr", "add", &format!("{}.{host}/24", lan.prefix), "dev", "eth0"]);
+            lan.server
+                .ip(&["link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", ns]);
+            lan.server.ip(&["link", "set", port, "master", "br0", "up"]);
+            ns.ip(&["link", "set", "eth0", "address", mac]);
+            ns.ip(&["addr", "add", &format!("{}.{host}/24", lan.prefix), "dev", "eth0"]);
             let v6 = format!("{}::{host}/64", lan.prefix6());
-            ip(ns, &["addr", "add", &v6, "dev", "eth0", "nodad"]);
-            ip(ns, &["link", "set", "eth0", "up"]);
+            ns.ip(&["addr", "add", &v6, "dev", "eth0", "nodad"]);
+            ns.ip(&["link", "set", "eth0", "up"]);
         }
         lan
     }
@@ -136,14 +124,6 @@ impl Lan {
         let text = String::from_utf8_lossy(&output.stdout).into_owned();
         let (body, status) = text.rsplit_once('\n').unwrap_or(("", &text));
         (output.status.code().unwrap_or(-1), status.to_owned(), body.to_owned())
-    }
-}
-
-impl Drop for Lan {
-    fn drop(&mut self) {
-        for ns in [&self.server, &self.node, &self.stranger] {
-            let _ = tool("ip").args(["netns", "del", ns]).status();
-        }
     }
 }
 
@@ -218,7 +198,7 @@ fn api(lan: &Lan, method: &str, path: &str, body: Option<Value>) -> (String, Str
     let mut args = vec![
         "netns".to_owned(),
         "exec".into(),
-        lan.server.clone(),
+        lan.server.to_string(),
         "curl".into(),
         "-s".into(),
         "-m".into(),
@@ -396,11 +376,18 @@ fn a_forged_neighbour_entry_gets_no_secret_and_a_second_taker_is_caught() {
     // A UDP client that knows the server's MAC leaves no neighbour entry: bootvol provokes one
     // (a zero-length datagram to 9/udp) and waits for the kernel's notification.
     let bridge_mac = netns_mac(&lan.server, "br0");
-    ip(
-        &lan.node,
-        &["neigh", "replace", &server, "lladdr", &bridge_mac, "nud", "permanent", "dev", "eth0"],
-    );
-    ip(&lan.server, &["neigh", "del", &format!("{}.2", lan.prefix), "dev", "br0"]);
+    lan.node.ip(&[
+        "neigh",
+        "replace",
+        &server,
+        "lladdr",
+        &bridge_mac,
+        "nud",
+        "permanent",
+        "dev",
+        "eth0",
+    ]);
+    lan.server.ip(&["neigh", "del", &format!("{}.2", lan.prefix), "dev", "br0"]);
     let (code, _, body) = tftp(&lan.node, NODE_MAC);
     assert_eq!(code, 0, "TFTP after the entry was deleted: {}", serve_log(&app));
     assert!(body.contains(CHAP_SECRET));
@@ -501,7 +488,7 @@ fn forged_tftp_requests_and_thousands_of_neighbours_leave_the_node_served_at_onc
     let lan = Lan::new();
     let server = lan.server_ip();
     let second = lan.prefix.replacen("10.213.", "10.214.", 1);
-    ip(&lan.server, &["addr", "add", &format!("{second}.1/16"), "dev", "br0"]);
+    lan.server.ip(&["addr", "add", &format!("{second}.1/16"), "dev", "br0"]);
     let second = second.rsplit_once('.').unwrap().0.to_owned();
     let batch: String = (0..8000u32)
         .map(|i| {

@@ -5,29 +5,11 @@
 //!
 //! Needs root and `ip`; without them it says so and passes.
 
-use std::os::fd::AsFd;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::netns::Netns;
 use crate::support::Appliance;
-
-#[allow(clippy::disallowed_methods)] // tests run tools
-fn tool(program: &str) -> Command {
-    Command::new(program)
-}
-
-fn ip(args: &[&str]) {
-    let output = tool("ip").args(args).output().unwrap();
-    assert!(output.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&output.stderr));
-}
-
-struct Namespace(String);
-
-impl Drop for Namespace {
-    fn drop(&mut self) {
-        let _ = tool("ip").args(["netns", "del", &self.0]).status();
-    }
-}
 
 struct Serve(Child);
 
@@ -39,18 +21,15 @@ impl Drop for Serve {
 }
 
 /// The body of `GET url` from inside the namespace `ns` (a thread of its own enters it).
-fn get_in(ns: &str, url: &str) -> Option<String> {
-    let (ns, url) = (format!("/var/run/netns/{ns}"), url.to_owned());
-    std::thread::spawn(move || {
-        let file = std::fs::File::open(&ns).unwrap();
-        nix::sched::setns(file.as_fd(), nix::sched::CloneFlags::CLONE_NEWNET).unwrap();
+fn get_in(ns: &Netns, url: &str) -> Option<String> {
+    let url = url.to_owned();
+    ns.run(move || {
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .timeout_global(Some(Duration::from_secs(2)))
             .build()
             .into();
         agent.get(&url).call().ok()?.body_mut().read_to_string().ok()
     })
-    .join()
     .unwrap()
 }
 
@@ -60,15 +39,13 @@ fn the_boot_url_follows_the_address_of_the_link() {
         return;
     }
     let pid = std::process::id();
-    let ns = Namespace(format!("bvpu-{pid}"));
+    let ns = Netns::add(format!("bvpu-{pid}"));
     let prefix = format!("10.215.{}", pid % 250 + 1);
-    ip(&["netns", "add", &ns.0]);
-    ip(&["-n", &ns.0, "link", "set", "lo", "up"]);
     // A veth pair inside the namespace: bv0 gets the address, bv1 none.
-    ip(&["-n", &ns.0, "link", "add", "bv0", "type", "veth", "peer", "name", "bv1"]);
-    ip(&["-n", &ns.0, "link", "set", "bv1", "up"]);
-    ip(&["-n", &ns.0, "addr", "add", &format!("{prefix}.1/24"), "dev", "bv0"]);
-    ip(&["-n", &ns.0, "link", "set", "bv0", "up"]);
+    ns.ip(&["link", "add", "bv0", "type", "veth", "peer", "name", "bv1"]);
+    ns.ip(&["link", "set", "bv1", "up"]);
+    ns.ip(&["addr", "add", &format!("{prefix}.1/24"), "dev", "bv0"]);
+    ns.ip(&["link", "set", "bv0", "up"]);
     let app = Appliance::with_config(|dir| {
         format!(
             r#"[database]
@@ -88,12 +65,7 @@ auth_strategy = "noauth"
             database = crate::support::database(dir)
         )
     });
-    let in_ns = |args: &[&str]| {
-        let inner = app.command(args);
-        let mut command = tool("ip");
-        command.args(["netns", "exec", &ns.0]).arg(inner.get_program()).args(inner.get_args());
-        command
-    };
+    let in_ns = |args: &[&str]| ns.wrap(&app.command(args));
     let checked = in_ns(&["check-config"]).output().unwrap();
     let text = String::from_utf8_lossy(&checked.stdout);
     assert!(checked.status.success(), "{text}{}", String::from_utf8_lossy(&checked.stderr));
@@ -112,7 +84,7 @@ auth_strategy = "noauth"
     let wait_for = |wanted: &str, within: Duration| {
         let deadline = Instant::now() + within;
         loop {
-            let script = get_in(&ns.0, boot).unwrap_or_default();
+            let script = get_in(&ns, boot).unwrap_or_default();
             if script.contains(wanted) {
                 return script;
             }
@@ -128,8 +100,8 @@ auth_strategy = "noauth"
     assert!(!first.contains("auto/"), "{first}");
 
     // The link's address changes (a new DHCP lease): within the watch interval and a rebuild.
-    ip(&["-n", &ns.0, "addr", "flush", "dev", "bv0"]);
-    ip(&["-n", &ns.0, "addr", "add", &format!("{prefix}.77/24"), "dev", "bv0"]);
+    ns.ip(&["addr", "flush", "dev", "bv0"]);
+    ns.ip(&["addr", "add", &format!("{prefix}.77/24"), "dev", "bv0"]);
     let changed = Instant::now();
     let second = wait_for(&format!("http://{prefix}.77:8080/boot/"), Duration::from_secs(15));
     assert!(!second.contains(&format!("{prefix}.1:")), "{second}");
