@@ -91,11 +91,6 @@ sync_interval = 1
             thread: Some(thread),
             uuid: record.node.uuid,
         };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while rig.call("GET", "/", None).0 != 200 {
-            assert!(Instant::now() < deadline, "API never answered");
-            std::thread::sleep(Duration::from_millis(20));
-        }
         Some(rig)
     }
 
@@ -140,15 +135,8 @@ sync_interval = 1
 impl Drop for Rig {
     fn drop(&mut self) {
         self.shutdown.cancel();
-        let Some(thread) = self.thread.take() else { return };
-        let ended = thread.join();
-        if std::thread::panicking() {
-            return;
-        }
-        match ended {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => panic!("serve returned an error: {e:#}"),
-            Err(_) => panic!("serve panicked"),
+        if let Some(thread) = self.thread.take() {
+            crate::support::join_server("serve", thread);
         }
     }
 }

@@ -265,11 +265,34 @@ impl ServeGuard {
             }
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
-        match thread.join() {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(format!("serve returned an error: {e:#}")),
-            Err(_) => Err("serve panicked".to_owned()),
-        }
+        ended("serve", thread.join())
+    }
+}
+
+/// How a server thread of a test ended: `Err` naming `what` when it returned an error or
+/// panicked.
+pub(crate) fn ended<E: std::fmt::Debug>(
+    what: &str,
+    joined: std::thread::Result<Result<(), E>>,
+) -> Result<(), String> {
+    match joined {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(format!("{what} returned an error: {e:?}")),
+        Err(_) => Err(format!("{what} panicked")),
+    }
+}
+
+/// Joins a test's server thread when the test ends, failing the test (unless it is already
+/// failing) when the server returned an error or panicked.
+pub(crate) fn join_server<E: std::fmt::Debug>(
+    what: &str,
+    thread: std::thread::JoinHandle<Result<(), E>>,
+) {
+    let joined = thread.join();
+    if let Err(e) = ended(what, joined)
+        && !std::thread::panicking()
+    {
+        panic!("{e}");
     }
 }
 
@@ -350,7 +373,31 @@ pub(crate) fn spawn_serve(
         })
     });
     let bound = rx.recv_timeout(std::time::Duration::from_secs(10)).expect("listeners bound");
+    wait_until_serving(bound.api, &thread);
     (bound, shutdown, thread)
+}
+
+/// Waits until the API listener at `api` answers `/healthz` (the listeners start only once the
+/// first snapshot is built), failing at once when `serve` ended instead, and after 10 s.
+fn wait_until_serving(
+    api: std::net::SocketAddr,
+    serve: &std::thread::JoinHandle<anyhow::Result<()>>,
+) {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(std::time::Duration::from_secs(2)))
+        .build()
+        .into();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let answered = agent.get(&format!("http://{api}/healthz")).call();
+        if answered.is_ok_and(|r| r.status() == 200) {
+            return;
+        }
+        assert!(!serve.is_finished(), "serve ended before it answered (the guard says why)");
+        assert!(std::time::Instant::now() < deadline, "serve never answered /healthz on {api}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
 
 /// Whether the network-namespace tests can run here: root and every tool of `tools` (`ip`

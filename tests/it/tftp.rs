@@ -98,15 +98,8 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         self.shutdown.cancel();
-        let Some(thread) = self.thread.take() else { return };
-        let ended = thread.join();
-        if std::thread::panicking() {
-            return;
-        }
-        match ended {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => panic!("the TFTP server returned an error: {e}"),
-            Err(_) => panic!("the TFTP server panicked"),
+        if let Some(thread) = self.thread.take() {
+            crate::support::join_server("the TFTP server", thread);
         }
     }
 }

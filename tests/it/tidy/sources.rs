@@ -175,7 +175,7 @@ pub(super) fn sql_violations(files: &[(String, String)]) -> Vec<String> {
 
 /// The sans-io cores: parsing and deciding with plain values, no sockets, files, threads or
 /// runtime.
-const SANS_IO: &[&str] = &[
+pub(super) const SANS_IO: &[&str] = &[
     "crates/edge/src/dhcp/packet.rs",
     "crates/edge/src/dhcp/proxy.rs",
     "crates/tftp/src/packet.rs",
