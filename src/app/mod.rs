@@ -261,9 +261,14 @@ pub async fn serve(
         Arc::new(move || reload.reload()),
     );
     let tftp_handler = Arc::new(
-        TftpBootFiles::new(Arc::clone(&snapshot.current), tftp_root, Arc::clone(&access))
-            .with_recent(recent)
-            .with_metrics(Arc::clone(&metrics)),
+        TftpBootFiles::new(
+            Arc::clone(&snapshot.current),
+            tftp_root,
+            Arc::clone(&access),
+            services.clone(),
+        )
+        .with_recent(recent)
+        .with_metrics(Arc::clone(&metrics)),
     );
     let tftp = tokio::spawn(bootvol_tftp::serve_with_heartbeat(
         listeners.tftp,

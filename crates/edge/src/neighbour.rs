@@ -630,9 +630,10 @@ mod tests {
             assert_eq!(neighbours.overflowed(), 1);
             drop(held);
             // An entry that the kernel notifies while a resolution waits ends the wait.
+            let tasks = tokio_util::task::TaskTracker::new();
             let waiting = {
                 let neighbours = Arc::clone(&neighbours);
-                tokio::spawn(async move {
+                tasks.spawn(async move {
                     neighbours.resolve("192.0.2.1".parse().unwrap(), Duration::from_secs(5)).await
                 })
             };
@@ -640,6 +641,8 @@ mod tests {
             neighbours.insert_for_test("192.0.2.1".parse().unwrap(), MacAddr([7; 6]));
             let found = tokio::time::timeout(Duration::from_secs(2), waiting).await;
             assert_eq!(found.unwrap().unwrap(), Some(MacAddr([7; 6])));
+            tasks.close();
+            tasks.wait().await;
         });
     }
 
