@@ -222,3 +222,49 @@ impl Handler for TftpBootFiles {
         self.metrics.tftp_transfer(class, result, end.bytes, end.duration);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use bootvol_core::boot::Templates;
+    use bootvol_core::boot_window::BootWindows;
+    use bootvol_core::config::{Config, ScriptSecrets, SecretWindow};
+
+    use super::*;
+    use crate::neighbour::Neighbours;
+
+    #[tokio::test]
+    async fn a_fetched_file_s_boot_sign_runs_on_the_owner_s_tracker() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("snponly.efi"), b"binary").unwrap();
+        let config = Config::from_toml("", "t").unwrap();
+        let snapshot = BootSnapshot::build(
+            &[],
+            &Templates::new(None).unwrap(),
+            &config.boot_settings(),
+            config.default.default_storage_interface,
+        )
+        .unwrap();
+        let windows = BootWindows::new(SecretWindow::Boot, Duration::from_secs(300));
+        let access = ScriptAccess::new(
+            ScriptSecrets::Neighbour,
+            None,
+            Arc::new(Neighbours::empty()),
+            Arc::new(windows),
+            Metrics::new(None),
+        );
+        let tasks = TaskTracker::new();
+        let files = TftpBootFiles::new(
+            Arc::new(ArcSwap::from_pointee(snapshot)),
+            Some(FileRoot::new(dir.path()).unwrap()),
+            access,
+            tasks.clone(),
+        );
+        let peer: SocketAddr = "192.0.2.7:1234".parse().unwrap();
+        assert_eq!(&files.read("snponly.efi", peer).await.unwrap()[..], b"binary");
+        assert_eq!(tasks.len(), 1, "the boot sign waits on the owner's tracker");
+        tasks.close();
+        tokio::time::timeout(Duration::from_secs(5), tasks.wait()).await.unwrap();
+    }
+}
