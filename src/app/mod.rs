@@ -67,7 +67,7 @@ pub async fn serve(
     let run = Runner { tracker: &tasks, shutdown: &shutdown };
     let owners = Owners::build(config, run)?;
     let (http_addr, tftp_addr, api_addr) = listeners.addresses()?;
-    let served = owners.served(api_addr)?;
+    let served = owners.served(api_addr, &tasks)?;
     let nodes = owners.snapshot.current.load().node_count();
     tracing::info!(http = %http_addr, tftp = %tftp_addr, api = %api_addr, auth = ?owners.config.api.auth_strategy, nodes,
         startup_ms = started.elapsed().as_millis() as u64, "serving");
@@ -174,7 +174,7 @@ impl Owners {
 
     /// What the listeners serve; a TLS certificate that cannot be used stops the start, before
     /// any password is shown.
-    fn served(&self, api_addr: std::net::SocketAddr) -> Result<Served> {
+    fn served(&self, api_addr: std::net::SocketAddr, tasks: &TaskTracker) -> Result<Served> {
         let config = &self.config;
         let api_tls =
             bootvol_edge::http::tls::from_config(&config.api).map_err(anyhow::Error::msg)?;
@@ -198,6 +198,7 @@ impl Owners {
             Arc::clone(&self.snapshot.current),
             tftp_root,
             Arc::clone(&self.access),
+            tasks.clone(),
         )
         .with_recent(Arc::clone(&self.recent))
         .with_metrics(Arc::clone(&self.metrics));

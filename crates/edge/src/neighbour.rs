@@ -407,21 +407,8 @@ fn follow(neighbours: &Weak<Neighbours>, mut seq: u32) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
 
     use nix::errno::Errno;
-    use nix::sys::socket::{
-        AddressFamily, MsgFlags, NetlinkAddr, SockFlag, SockProtocol, SockType, bind, recv, send,
-        setsockopt, socket, sockopt,
-    };
-    let fd = socket(
-        AddressFamily::Netlink,
-        SockType::Raw,
-        SockFlag::SOCK_CLOEXEC,
-        SockProtocol::NetlinkRoute,
-    )?;
-    // A timeout only so that the thread notices the table was dropped.
-    setsockopt(&fd, sockopt::ReceiveTimeout, &nix::sys::time::TimeVal::new(1, 0))?;
-    // A large buffer: a boot storm changes thousands of entries at once.
-    let _ = setsockopt(&fd, sockopt::RcvBuf, &(4 << 20));
-    bind(fd.as_raw_fd(), &NetlinkAddr::new(0, RTMGRP_NEIGH))?;
+    use nix::sys::socket::{MsgFlags, recv, send};
+    let fd = open_socket()?;
     let mut buffer = vec![0u8; 256 * 1024];
     // The dump in progress: filled from its messages, swapped in whole at its end; the
     // notifications that arrive meanwhile go to both.
@@ -450,9 +437,38 @@ fn follow(neighbours: &Weak<Neighbours>, mut seq: u32) -> std::io::Result<()> {
             Err(e) => return Err(e.into()),
         };
         let Some(neighbours) = neighbours.upgrade() else { return Ok(()) };
-        let datagram = parse_messages(&buffer[..n], seq);
+        neighbours.take(&parse_messages(&buffer[..n], seq), &mut dumping);
+    }
+}
+
+/// The rtnetlink socket, subscribed to the neighbour notifications.
+fn open_socket() -> std::io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::AsRawFd;
+
+    use nix::sys::socket::{
+        AddressFamily, NetlinkAddr, SockFlag, SockProtocol, SockType, bind, setsockopt, socket,
+        sockopt,
+    };
+    let fd = socket(
+        AddressFamily::Netlink,
+        SockType::Raw,
+        SockFlag::SOCK_CLOEXEC,
+        SockProtocol::NetlinkRoute,
+    )?;
+    // A timeout only so that the thread notices the table was dropped.
+    setsockopt(&fd, sockopt::ReceiveTimeout, &nix::sys::time::TimeVal::new(1, 0))?;
+    // A large buffer: a boot storm changes thousands of entries at once.
+    let _ = setsockopt(&fd, sockopt::RcvBuf, &(4 << 20));
+    bind(fd.as_raw_fd(), &NetlinkAddr::new(0, RTMGRP_NEIGH))?;
+    Ok(fd)
+}
+
+impl Neighbours {
+    /// Applies one datagram's messages to the copy (and to the dump in progress, if any); at
+    /// the dump's end swaps it in whole. Wakes the resolutions waiting when anything changed.
+    fn take(&self, datagram: &Datagram, dumping: &mut Option<Table>) {
         {
-            let mut table = neighbours.table.write().unwrap_or_else(|p| p.into_inner());
+            let mut table = self.table.write().unwrap_or_else(|p| p.into_inner());
             for message in &datagram.messages {
                 Neighbours::apply(&mut table, message);
                 if let Some(fresh) = dumping.as_mut() {
@@ -463,11 +479,11 @@ fn follow(neighbours: &Weak<Neighbours>, mut seq: u32) -> std::io::Result<()> {
                 && let Some(fresh) = dumping.take()
             {
                 *table = fresh;
-                neighbours.ready.store(true, Ordering::Release);
+                self.ready.store(true, Ordering::Release);
             }
         }
         if !datagram.messages.is_empty() || datagram.dump_done {
-            neighbours.changed.notify_waiters();
+            self.changed.notify_waiters();
         }
     }
 }
@@ -630,9 +646,10 @@ mod tests {
             assert_eq!(neighbours.overflowed(), 1);
             drop(held);
             // An entry that the kernel notifies while a resolution waits ends the wait.
+            let tasks = tokio_util::task::TaskTracker::new();
             let waiting = {
                 let neighbours = Arc::clone(&neighbours);
-                tokio::spawn(async move {
+                tasks.spawn(async move {
                     neighbours.resolve("192.0.2.1".parse().unwrap(), Duration::from_secs(5)).await
                 })
             };
@@ -640,6 +657,8 @@ mod tests {
             neighbours.insert_for_test("192.0.2.1".parse().unwrap(), MacAddr([7; 6]));
             let found = tokio::time::timeout(Duration::from_secs(2), waiting).await;
             assert_eq!(found.unwrap().unwrap(), Some(MacAddr([7; 6])));
+            tasks.close();
+            tasks.wait().await;
         });
     }
 

@@ -104,7 +104,9 @@ impl ScriptAccess {
     }
 
     /// Whether `script` (asked for as `requested`) may go to `client`; a refusal or a conflict
-    /// is reported. `via`: `http` or `tftp`.
+    /// is reported. `via`: `http` or `tftp`. In steps: the node's boot window is open
+    /// (`window_open`, no look-up outside it), the neighbour entry names one of the node's MACs,
+    /// the window admits this client (`admission`), and the outcome is reported (`outcome`).
     pub async fn allows(
         &self,
         script: &ServedScript,
@@ -118,48 +120,62 @@ impl ScriptAccess {
         // A dual-stack listener's IPv4 clients, as IPv4 in the log, the event and the limiter.
         let client = client.to_canonical();
         let Some(uuid) = script.node_uuid.as_deref() else { return false };
-        if let Some(stamp) = script.window_opened_at {
-            let now_unix = bootvol_core::timefmt::now_unix();
-            self.windows.follow(uuid, stamp, Instant::now(), now_unix);
-        }
-        if !self.windows.is_open(uuid, Instant::now()) {
+        if !self.window_open(script, uuid) {
             self.refused(script, requested, client, None, via, "outside a boot window");
             return false;
         }
         let client_mac = self.neighbours.resolve(client, neighbour::RESOLVE_WAIT).await;
         let Some(mac) = client_mac.filter(|mac| script.node_macs.contains(mac)) else {
-            self.refused(
-                script,
-                requested,
-                client,
-                client_mac,
-                via,
-                "not the node (neighbour table)",
-            );
+            let why = "not the node (neighbour table)";
+            self.refused(script, requested, client, client_mac, via, why);
             return false;
         };
         let me = Client { address: client, mac };
-        let admission = match self.windows.admit(uuid, me, script.powered_off, Instant::now()) {
+        let admission = self.admission(script, uuid, me).await;
+        self.outcome(script, requested, me, admission, via)
+    }
+
+    /// Whether node `uuid`'s boot window is open now, after following the window another
+    /// instance opened (the snapshot's stamp), if any.
+    fn window_open(&self, script: &ServedScript, uuid: &str) -> bool {
+        if let Some(stamp) = script.window_opened_at {
+            let now_unix = bootvol_core::timefmt::now_unix();
+            self.windows.follow(uuid, stamp, Instant::now(), now_unix);
+        }
+        self.windows.is_open(uuid, Instant::now())
+    }
+
+    /// What node `uuid`'s window says of `me`; when it asks for a probe, whether the node's MAC
+    /// still answers elsewhere decides between a conflict and the claim.
+    async fn admission(&self, script: &ServedScript, uuid: &str, me: Client) -> Admission {
+        match self.windows.admit(uuid, me, script.powered_off, Instant::now()) {
             Admission::Probe { last } => match self.still_answering(script, me, last).await {
                 Some(address) => Admission::Conflict(Conflict::StillAnswers { address }),
                 None => self.windows.claim(uuid, me, Instant::now()),
             },
             other => other,
-        };
+        }
+    }
+
+    /// Serves on `Admission::Serve`; otherwise reports the refusal or the conflict.
+    fn outcome(
+        &self,
+        script: &ServedScript,
+        requested: MacAddr,
+        me: Client,
+        admission: Admission,
+        via: &'static str,
+    ) -> bool {
         match admission {
             Admission::Serve => true,
             Admission::Closed | Admission::Probe { .. } => {
-                self.refused(script, requested, client, client_mac, via, "outside a boot window");
+                let why = "outside a boot window";
+                self.refused(script, requested, me.address, Some(me.mac), via, why);
                 false
             }
             Admission::Conflict(conflict) => {
-                self.conflict(
-                    script.node_uuid.as_deref(),
-                    script.node.as_deref(),
-                    me,
-                    &conflict,
-                    via,
-                );
+                let (uuid, node) = (script.node_uuid.as_deref(), script.node.as_deref());
+                self.conflict(uuid, node, me, &conflict, via);
                 false
             }
         }

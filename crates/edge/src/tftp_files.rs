@@ -3,6 +3,8 @@
 //! (iPXE binaries), confined by `files::FileRoot` and kept in memory once read, so a boot storm
 //! reads each binary from disk once. A script that carries a secret goes only to its node
 //! (`script_access`); anyone else gets what an unknown MAC gets, ERROR 1 "file not found".
+//! The boot sign a fetched file gives is looked at on a task of the tracker the owner hands in
+//! (`serve`'s, waited for at shutdown), never on a bare `tokio::spawn`.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -13,6 +15,7 @@ use std::time::SystemTime;
 use arc_swap::ArcSwap;
 use bootvol_tftp::{Handler, TftpError, TransferEnd, TransferResult};
 use bytes::Bytes;
+use tokio_util::task::TaskTracker;
 
 use crate::script_access::ScriptAccess;
 use bootvol_core::boot::BootSnapshot;
@@ -33,6 +36,8 @@ pub struct TftpBootFiles {
     recent: Arc<bootvol_core::recent::RecentBoots>,
     access: Arc<ScriptAccess>,
     metrics: Arc<Metrics>,
+    /// Where the boot-sign look-ups run (`boot_file_sign`): the owner's, waited for at shutdown.
+    tasks: TaskTracker,
 }
 
 #[derive(Debug, Clone)]
@@ -43,11 +48,14 @@ struct CachedFile {
 }
 
 impl TftpBootFiles {
-    /// `access`: who may fetch a script that carries a secret.
+    /// `access`: who may fetch a script that carries a secret. `tasks`: the tracker the
+    /// boot-sign look-ups run on (a second after a file is fetched); the owner closes and waits
+    /// for it at shutdown.
     pub fn new(
         snapshot: Arc<ArcSwap<BootSnapshot>>,
         root: Option<FileRoot>,
         access: Arc<ScriptAccess>,
+        tasks: TaskTracker,
     ) -> TftpBootFiles {
         TftpBootFiles {
             snapshot,
@@ -56,6 +64,7 @@ impl TftpBootFiles {
             recent: Arc::default(),
             access,
             metrics: Metrics::new(None),
+            tasks,
         }
     }
 
@@ -114,13 +123,14 @@ impl TftpBootFiles {
 impl TftpBootFiles {
     /// A file of the TFTP root (an iPXE binary: the first file of a boot chain) asked for by a
     /// client: once its neighbour entry exists (the kernel resolves it to answer), a sign that
-    /// the node with that MAC starts a boot. Looked at after a second, off the transfer's path.
+    /// the node with that MAC starts a boot. Looked at after a second, off the transfer's path,
+    /// on a task of `tasks`.
     fn boot_file_sign(&self, peer: SocketAddr) {
         if self.access.mode() == bootvol_core::config::ScriptSecrets::Any {
             return;
         }
         let (access, snapshot) = (Arc::clone(&self.access), Arc::clone(&self.snapshot));
-        tokio::spawn(async move {
+        self.tasks.spawn(async move {
             tokio::time::sleep(std::time::Duration::from_secs(1)).await;
             let snapshot = snapshot.load();
             access.boot_file_fetched(
@@ -210,5 +220,51 @@ impl Handler for TftpBootFiles {
             TransferResult::SocketError => TftpResult::SocketError,
         };
         self.metrics.tftp_transfer(class, result, end.bytes, end.duration);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use bootvol_core::boot::Templates;
+    use bootvol_core::boot_window::BootWindows;
+    use bootvol_core::config::{Config, ScriptSecrets, SecretWindow};
+
+    use super::*;
+    use crate::neighbour::Neighbours;
+
+    #[tokio::test]
+    async fn a_fetched_file_s_boot_sign_runs_on_the_owner_s_tracker() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("snponly.efi"), b"binary").unwrap();
+        let config = Config::from_toml("", "t").unwrap();
+        let snapshot = BootSnapshot::build(
+            &[],
+            &Templates::new(None).unwrap(),
+            &config.boot_settings(),
+            config.default.default_storage_interface,
+        )
+        .unwrap();
+        let windows = BootWindows::new(SecretWindow::Boot, Duration::from_secs(300));
+        let access = ScriptAccess::new(
+            ScriptSecrets::Neighbour,
+            None,
+            Arc::new(Neighbours::empty()),
+            Arc::new(windows),
+            Metrics::new(None),
+        );
+        let tasks = TaskTracker::new();
+        let files = TftpBootFiles::new(
+            Arc::new(ArcSwap::from_pointee(snapshot)),
+            Some(FileRoot::new(dir.path()).unwrap()),
+            access,
+            tasks.clone(),
+        );
+        let peer: SocketAddr = "192.0.2.7:1234".parse().unwrap();
+        assert_eq!(&files.read("snponly.efi", peer).await.unwrap()[..], b"binary");
+        assert_eq!(tasks.len(), 1, "the boot sign waits on the owner's tracker");
+        tasks.close();
+        tokio::time::timeout(Duration::from_secs(5), tasks.wait()).await.unwrap();
     }
 }

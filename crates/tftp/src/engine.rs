@@ -148,80 +148,131 @@ impl Drop for StopOnDrop<'_> {
     }
 }
 
-/// The loop: until `Quit` (or every handle is gone).
-fn run(mut poll: Poll, commands: mpsc::Receiver<Command>) {
-    let mut slots: HashMap<usize, Slot> = HashMap::new();
-    let mut timers: BinaryHeap<Reverse<(Instant, usize, u64)>> = BinaryHeap::new();
+/// The retransmission deadlines: (when, transfer, which arming), soonest first.
+type Timers = BinaryHeap<Reverse<(Instant, usize, u64)>>;
+
+/// The loop: until `Quit` (or every handle is gone). Each turn: wait for a socket, a command or
+/// the next deadline; read the ready sockets; take the commands; retransmit what is due.
+fn run(poll: Poll, commands: mpsc::Receiver<Command>) {
     let mut events = Events::with_capacity(1024);
-    let mut incoming = [0u8; MAX_REPLY_LEN];
-    let mut out = Vec::with_capacity(packet::DATA_HEADER_LEN + 65464);
+    let mut state = Loop {
+        poll,
+        slots: HashMap::new(),
+        timers: BinaryHeap::new(),
+        incoming: [0u8; MAX_REPLY_LEN],
+        out: Vec::with_capacity(packet::DATA_HEADER_LEN + 65464),
+    };
     loop {
-        let wait =
-            timers.peek().map(|Reverse((at, _, _))| at.saturating_duration_since(Instant::now()));
-        if let Err(e) = poll.poll(&mut events, wait)
+        if !state.wait(&mut events) {
+            return;
+        }
+        state.sockets_ready(&events);
+        // Commands after the sockets: a Stop that raced a transfer's last packet finds it gone.
+        if !state.take_commands(&commands) {
+            return;
+        }
+        state.deadlines_due();
+    }
+}
+
+/// What the loop owns: the poll, the running transfers, their timers, and the buffers every
+/// packet goes through (allocated once).
+struct Loop {
+    poll: Poll,
+    slots: HashMap<usize, Slot>,
+    timers: Timers,
+    incoming: [u8; MAX_REPLY_LEN],
+    out: Vec<u8>,
+}
+
+impl Loop {
+    /// Waits for a socket, a command or the next deadline; `false` when the poll fails (then
+    /// every transfer ends).
+    fn wait(&mut self, events: &mut Events) -> bool {
+        let wait = self
+            .timers
+            .peek()
+            .map(|Reverse((at, _, _))| at.saturating_duration_since(Instant::now()));
+        if let Err(e) = self.poll.poll(events, wait)
             && e.kind() != io::ErrorKind::Interrupted
         {
             tracing::error!(error = %e, "tftp: the transfer loop cannot poll; transfers end");
-            return;
+            return false;
         }
-        for event in &events {
+        true
+    }
+
+    /// Reads every ready transfer socket.
+    fn sockets_ready(&mut self, events: &Events) {
+        for event in events {
             if event.token() == WAKE {
                 continue;
             }
             let id = event.token().0;
-            if let Some(slot) = slots.get_mut(&id)
-                && let Some(end) = slot.readable(&mut incoming, &mut out, &mut timers, id)
+            if let Some(slot) = self.slots.get_mut(&id)
+                && let Some(end) =
+                    slot.readable(&mut self.incoming, &mut self.out, &mut self.timers, id)
             {
-                finish(&mut poll, &mut slots, id, end);
+                finish(&mut self.poll, &mut self.slots, id, end);
             }
         }
-        // Commands after the sockets: a Stop that raced a transfer's last packet finds it gone.
+    }
+
+    /// Takes every command waiting; `false` on `Quit` (or when every handle is gone).
+    fn take_commands(&mut self, commands: &mpsc::Receiver<Command>) -> bool {
         loop {
             match commands.try_recv() {
-                Ok(Command::Start(job)) => {
-                    let Job { id, socket, transfer, peer, timeout, done } = *job;
-                    let mut socket = UdpSocket::from_std(socket);
-                    if let Err(e) =
-                        poll.registry().register(&mut socket, Token(id), Interest::READABLE)
-                    {
-                        let _ = done.send((End::Io(e), Stats::default()));
-                        continue;
-                    }
-                    let mut slot = Slot {
-                        socket,
-                        transfer,
-                        peer,
-                        timeout,
-                        deadline: Instant::now(),
-                        armed: 0,
-                        done: Some(done),
-                    };
-                    let action = slot.transfer.start();
-                    slots.insert(id, slot);
-                    if let Some(slot) = slots.get_mut(&id)
-                        && let Some(end) = slot.perform(action, &mut out, &mut timers, id)
-                    {
-                        finish(&mut poll, &mut slots, id, end);
-                    }
+                Ok(Command::Start(job)) => self.start(*job),
+                Ok(Command::Stop(id)) => {
+                    finish(&mut self.poll, &mut self.slots, id, End::Superseded);
                 }
-                Ok(Command::Stop(id)) => finish(&mut poll, &mut slots, id, End::Superseded),
-                Ok(Command::Quit) | Err(mpsc::TryRecvError::Disconnected) => return,
-                Err(mpsc::TryRecvError::Empty) => break,
+                Ok(Command::Quit) | Err(mpsc::TryRecvError::Disconnected) => return false,
+                Err(mpsc::TryRecvError::Empty) => return true,
             }
         }
+    }
+
+    /// Registers a new transfer's socket and sends its first packet (an OACK or DATA).
+    fn start(&mut self, job: Job) {
+        let Job { id, socket, transfer, peer, timeout, done } = job;
+        let mut socket = UdpSocket::from_std(socket);
+        if let Err(e) = self.poll.registry().register(&mut socket, Token(id), Interest::READABLE) {
+            let _ = done.send((End::Io(e), Stats::default()));
+            return;
+        }
+        let mut slot = Slot {
+            socket,
+            transfer,
+            peer,
+            timeout,
+            deadline: Instant::now(),
+            armed: 0,
+            done: Some(done),
+        };
+        let action = slot.transfer.start();
+        self.slots.insert(id, slot);
+        if let Some(slot) = self.slots.get_mut(&id)
+            && let Some(end) = slot.perform(action, &mut self.out, &mut self.timers, id)
+        {
+            finish(&mut self.poll, &mut self.slots, id, end);
+        }
+    }
+
+    /// Retransmits for every deadline that passed (stale entries, re-armed since, skipped).
+    fn deadlines_due(&mut self) {
         let now = Instant::now();
-        while let Some(&Reverse((at, id, armed))) = timers.peek() {
+        while let Some(&Reverse((at, id, armed))) = self.timers.peek() {
             if at > now {
                 break;
             }
-            timers.pop();
-            let Some(slot) = slots.get_mut(&id) else { continue };
+            self.timers.pop();
+            let Some(slot) = self.slots.get_mut(&id) else { continue };
             if slot.armed != armed {
                 continue; // re-armed since: a stale entry
             }
             let action = slot.transfer.on_timeout();
-            if let Some(end) = slot.perform(action, &mut out, &mut timers, id) {
-                finish(&mut poll, &mut slots, id, end);
+            if let Some(end) = slot.perform(action, &mut self.out, &mut self.timers, id) {
+                finish(&mut self.poll, &mut self.slots, id, end);
             }
         }
     }
@@ -248,7 +299,7 @@ impl Slot {
         &mut self,
         incoming: &mut [u8],
         out: &mut Vec<u8>,
-        timers: &mut BinaryHeap<Reverse<(Instant, usize, u64)>>,
+        timers: &mut Timers,
         id: usize,
     ) -> Option<End> {
         loop {
@@ -290,7 +341,7 @@ impl Slot {
         &mut self,
         action: Action,
         out: &mut Vec<u8>,
-        timers: &mut BinaryHeap<Reverse<(Instant, usize, u64)>>,
+        timers: &mut Timers,
         id: usize,
     ) -> Option<End> {
         match action {

@@ -16,7 +16,7 @@ pub mod proxy;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::os::fd::OwnedFd;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -153,91 +153,157 @@ async fn answer(
 ) {
     // The port requests arrive on (67 or 4011), for the log.
     let local = socket.local_addr().map_or(0, |a| a.port());
+    let link = Link { socket: &socket, interface: &interface, port, local };
     let mut buf = vec![0u8; 1500];
-    // (when looked up, this interface's address, the arm64 binary exists)
-    let mut cached: Option<(Instant, Option<Ipv4Addr>, bool)> = None;
+    let mut cached = LinkFacts::default();
     loop {
         let received = tokio::select! {
             () = heart.beat() => continue,
             received = socket.recv_from(&mut buf) => received,
         };
-        let (len, from) = match received {
-            Ok(r) => r,
+        match received {
+            Ok((len, from)) => respond(&link, &shared, &mut cached, &buf[..len], from).await,
             Err(e) => {
                 tracing::warn!(%interface, error = %e, "ProxyDHCP receive failed");
                 tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
             }
-        };
-        let request = match Packet::parse(&buf[..len]) {
-            Ok(p) => p,
-            Err(e) => {
-                tracing::debug!(%interface, %from, error = %e, "not a DHCP packet");
-                shared.metrics.dhcp(DhcpMessage::Other, None, DhcpResult::Malformed);
-                continue;
-            }
-        };
-        let count = |result| shared.metrics.dhcp(message_label(&request), request.arch(), result);
-        let now = Instant::now();
-        if cached.is_none_or(|(at, _, _)| now.duration_since(at) > FACTS_TTL) {
-            let arm64 = shared.tftp_root.join(ARM64_BINARY).is_file();
-            let address = interface_address(&interface);
+        }
+    }
+}
+
+/// The socket a request came in on, and what the log says of it.
+struct Link<'a> {
+    socket: &'a UdpSocket,
+    interface: &'a str,
+    port: Port,
+    /// The socket's port (67 or 4011).
+    local: u16,
+}
+
+/// This interface's address and whether the arm64 binary exists, as looked up at most every
+/// [`FACTS_TTL`] (not per packet).
+#[derive(Debug, Default)]
+struct LinkFacts {
+    /// (when looked up, this interface's address, the arm64 binary exists)
+    cached: Option<(Instant, Option<Ipv4Addr>, bool)>,
+}
+
+impl LinkFacts {
+    /// The interface's address and whether the arm64 binary exists, looked up again when older
+    /// than [`FACTS_TTL`]; `None` while the interface has no IPv4 address.
+    fn current(
+        &mut self,
+        interface: &str,
+        tftp_root: &Path,
+        now: Instant,
+    ) -> Option<(Ipv4Addr, bool)> {
+        if self.cached.is_none_or(|(at, _, _)| now.duration_since(at) > FACTS_TTL) {
+            let arm64 = tftp_root.join(ARM64_BINARY).is_file();
+            let address = interface_address(interface);
             if address.is_none() {
                 // Once per look-up, not per packet.
                 tracing::warn!(%interface, "ProxyDHCP: the interface has no IPv4 address; not answering");
             }
-            cached = Some((now, address, arm64));
+            self.cached = Some((now, address, arm64));
         }
-        let Some((_, Some(server), has_arm64)) = cached else {
-            count(DhcpResult::Ignored);
-            continue;
-        };
-        let snapshot = shared.snapshot.load();
-        let script = request.mac().and_then(|m| snapshot.script(MacAddr(m)));
-        let http_base = shared.http_base.get();
-        let source = match from.ip() {
-            IpAddr::V4(ip) => ip,
-            IpAddr::V6(_) => Ipv4Addr::UNSPECIFIED,
-        };
-        let known = script.is_some();
-        let relays = &shared.relays;
-        let facts = Facts { server, http_base: &http_base, has_arm64, known, port, source, relays };
-        let reply = match proxy::decide(&request, shared.settings, &facts) {
-            Decision::Reply(reply) => reply,
-            Decision::Ignore(why) => {
-                tracing::debug!(%interface, port = local, %from, why, "ProxyDHCP: not answered");
-                count(DhcpResult::Ignored);
-                continue;
-            }
-        };
-        let mac = MacAddr(reply.mac);
-        if !shared.limit.lock().unwrap_or_else(|p| p.into_inner()).allow(reply.mac, known, now) {
-            tracing::debug!(%interface, %mac, "ProxyDHCP: reply limit reached");
-            count(DhcpResult::Limited);
-            continue;
+        let (_, server, has_arm64) = self.cached?;
+        Some((server?, has_arm64))
+    }
+}
+
+/// Answers one datagram from `from`: parsed, decided (`proxy::decide`), within the reply
+/// limits, sent, counted, and recorded (`answered`).
+async fn respond(
+    link: &Link<'_>,
+    shared: &Shared,
+    cached: &mut LinkFacts,
+    datagram: &[u8],
+    from: SocketAddr,
+) {
+    let interface = link.interface;
+    let request = match Packet::parse(datagram) {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::debug!(%interface, %from, error = %e, "not a DHCP packet");
+            shared.metrics.dhcp(DhcpMessage::Other, None, DhcpResult::Malformed);
+            return;
         }
-        let to = match reply.to {
-            Destination::Relay(relay) => SocketAddr::from((relay, 67)),
-            Destination::Sender if !from.ip().is_unspecified() => from,
-            Destination::Broadcast | Destination::Sender => {
-                SocketAddr::from((Ipv4Addr::BROADCAST, 68))
-            }
-        };
-        let kind =
-            if reply.packet.message_type() == Some(packet::msg::OFFER) { "offer" } else { "ack" };
-        if let Err(e) = socket.send_to(&reply.packet.encode(), to).await {
-            tracing::warn!(%interface, %mac, %to, error = %e, "ProxyDHCP reply not sent");
-            count(DhcpResult::SendFailed);
-            continue;
+    };
+    let count = |result| shared.metrics.dhcp(message_label(&request), request.arch(), result);
+    let now = Instant::now();
+    let Some((server, has_arm64)) = cached.current(interface, &shared.tftp_root, now) else {
+        count(DhcpResult::Ignored);
+        return;
+    };
+    let snapshot = shared.snapshot.load();
+    let script = request.mac().and_then(|m| snapshot.script(MacAddr(m)));
+    let http_base = shared.http_base.get();
+    let (port, source, relays) = (link.port, source_address(from), &shared.relays);
+    let known = script.is_some();
+    let facts = Facts { server, http_base: &http_base, has_arm64, known, port, source, relays };
+    let reply = match reply_within_limits(link, shared, &request, &facts, from, now) {
+        Ok(reply) => reply,
+        Err(result) => return count(result),
+    };
+    let mac = MacAddr(reply.mac);
+    let to = send_address(reply.to, from);
+    let kind =
+        if reply.packet.message_type() == Some(packet::msg::OFFER) { "offer" } else { "ack" };
+    if let Err(e) = link.socket.send_to(&reply.packet.encode(), to).await {
+        tracing::warn!(%interface, %mac, %to, error = %e, "ProxyDHCP reply not sent");
+        return count(DhcpResult::SendFailed);
+    }
+    count(DhcpResult::Answered);
+    let node = script.and_then(|s| s.node.as_deref());
+    tracing::info!(%interface, port = link.local, %from, %mac, arch = reply.arch, file = %reply.file, %to, node, kind, "ProxyDHCP answered");
+    let client = match from.ip() {
+        IpAddr::V4(ip) if !ip.is_unspecified() => from.ip(),
+        _ => IpAddr::V4(request.ciaddr),
+    };
+    answered(shared, mac, client, node, script.and_then(|s| s.node_uuid.as_deref()));
+}
+
+/// The reply to `request` from `from`: `proxy::decide` on `facts`, then the reply limits at
+/// `now`. `Err`: not answered, and how it is counted.
+fn reply_within_limits(
+    link: &Link<'_>,
+    shared: &Shared,
+    request: &Packet,
+    facts: &Facts<'_>,
+    from: SocketAddr,
+    now: Instant,
+) -> Result<Box<proxy::Reply>, DhcpResult> {
+    let reply = match proxy::decide(request, shared.settings, facts) {
+        Decision::Reply(reply) => reply,
+        Decision::Ignore(why) => {
+            let (interface, local) = (link.interface, link.local);
+            tracing::debug!(%interface, port = local, %from, why, "ProxyDHCP: not answered");
+            return Err(DhcpResult::Ignored);
         }
-        count(DhcpResult::Answered);
-        let node = script.and_then(|s| s.node.as_deref());
-        tracing::info!(%interface, port = local, %from, %mac, arch = reply.arch, file = %reply.file, %to, node, kind, "ProxyDHCP answered");
-        let client = match from.ip() {
-            IpAddr::V4(ip) if !ip.is_unspecified() => from.ip(),
-            _ => IpAddr::V4(request.ciaddr),
-        };
-        answered(&shared, mac, client, node, script.and_then(|s| s.node_uuid.as_deref()));
+    };
+    if !shared.limit.lock().unwrap_or_else(|p| p.into_inner()).allow(reply.mac, facts.known, now) {
+        let (interface, mac) = (link.interface, MacAddr(reply.mac));
+        tracing::debug!(%interface, %mac, "ProxyDHCP: reply limit reached");
+        return Err(DhcpResult::Limited);
+    }
+    Ok(reply)
+}
+
+/// The IPv4 address a request came from (`0.0.0.0` from a client with none yet).
+fn source_address(from: SocketAddr) -> Ipv4Addr {
+    match from.ip() {
+        IpAddr::V4(ip) => ip,
+        IpAddr::V6(_) => Ipv4Addr::UNSPECIFIED,
+    }
+}
+
+/// Where a reply goes on the wire: a relay's port 67, back to its sender, or broadcast on the
+/// interface (a sender with no address yet cannot be answered otherwise).
+fn send_address(to: Destination, from: SocketAddr) -> SocketAddr {
+    match to {
+        Destination::Relay(relay) => SocketAddr::from((relay, 67)),
+        Destination::Sender if !from.ip().is_unspecified() => from,
+        Destination::Broadcast | Destination::Sender => SocketAddr::from((Ipv4Addr::BROADCAST, 68)),
     }
 }
 

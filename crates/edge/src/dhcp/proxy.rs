@@ -93,75 +93,105 @@ const BROADCAST_FLAG: u16 = 0x8000;
 const PXE_CLIENT: &[u8] = b"PXEClient";
 const HTTP_CLIENT: &[u8] = b"HTTPClient";
 
-/// Decides the reply to `request`.
+/// Decides the reply to `request`: whether it is answered (`admit`), then the reply
+/// (`reply_packet`).
 pub fn decide(request: &Packet, settings: Settings, facts: &Facts) -> Decision {
-    if request.op != super::packet::BOOTREQUEST {
-        return Decision::Ignore("not a request");
+    match admit(request, settings, facts) {
+        Ok(admitted) => {
+            let packet = reply_packet(request, settings, facts, &admitted);
+            let Admitted { mac, arch, file, .. } = admitted;
+            let to = destination(request, facts.port);
+            Decision::Reply(Box::new(Reply { packet, to, mac, arch, file }))
+        }
+        Err(why) => Decision::Ignore(why),
     }
-    let Some(mac) = request.mac() else {
-        return Decision::Ignore("not an Ethernet client");
-    };
+}
+
+/// What an answered request is answered with.
+struct Admitted {
+    mac: [u8; 6],
+    /// OFFER or ACK.
+    reply_type: u8,
+    /// Option 60's client type: [`PXE_CLIENT`] or [`HTTP_CLIENT`].
+    client_type: &'static [u8],
+    arch: u16,
+    file: String,
+}
+
+/// Whether `request` is answered, in the order the rules are checked; `Err` says why not.
+fn admit(request: &Packet, settings: Settings, facts: &Facts) -> Result<Admitted, &'static str> {
+    if request.op != super::packet::BOOTREQUEST {
+        return Err("not a request");
+    }
+    let mac = request.mac().ok_or("not an Ethernet client")?;
     let reply_type = match (facts.port, request.message_type()) {
         (Port::Dhcp, Some(msg::DISCOVER)) => msg::OFFER,
         (_, Some(msg::REQUEST)) => msg::ACK,
-        _ => return Decision::Ignore("not a DISCOVER or REQUEST"),
+        _ => return Err("not a DISCOVER or REQUEST"),
     };
     let relayed = request.giaddr != Ipv4Addr::UNSPECIFIED;
     if relayed && !relay_trusted(request.giaddr, facts.source, facts.relays) {
-        return Decision::Ignore("giaddr set, but not sent by it nor by a [dhcp] relays address");
+        return Err("giaddr set, but not sent by it nor by a [dhcp] relays address");
     }
-    let class = request.option(opt::VENDOR_CLASS).unwrap_or_default();
-    let client_type = if class.starts_with(PXE_CLIENT) {
-        PXE_CLIENT
-    } else if class.starts_with(HTTP_CLIENT) {
-        HTTP_CLIENT
-    } else {
-        return Decision::Ignore("not a netboot client (option 60)");
-    };
-    let Some(arch) = request.arch() else {
-        return Decision::Ignore("no client architecture (option 93)");
-    };
+    let client_type = client_type(request).ok_or("not a netboot client (option 60)")?;
+    let arch = request.arch().ok_or("no client architecture (option 93)")?;
     if settings.known_only && !facts.known {
-        return Decision::Ignore("not a known port (answer = known)");
+        return Err("not a known port (answer = known)");
     }
     let ipxe = request.option(opt::USER_CLASS) == Some(b"iPXE");
+    let file = boot_file(arch, ipxe, facts)?;
+    Ok(Admitted { mac, reply_type, client_type, arch, file })
+}
+
+/// The client type option 60 starts with, if it is a netboot client's.
+fn client_type(request: &Packet) -> Option<&'static [u8]> {
+    let class = request.option(opt::VENDOR_CLASS).unwrap_or_default();
+    if class.starts_with(PXE_CLIENT) {
+        Some(PXE_CLIENT)
+    } else if class.starts_with(HTTP_CLIENT) {
+        Some(HTTP_CLIENT)
+    } else {
+        None
+    }
+}
+
+/// The boot file or URL for architecture `arch` (option 93), as firmware or as iPXE.
+fn boot_file(arch: u16, ipxe: bool, facts: &Facts) -> Result<String, &'static str> {
     let base = facts.http_base;
-    let file = match (arch, ipxe) {
+    Ok(match (arch, ipxe) {
         (0 | 7 | 9 | 11 | 16 | 19, true) => format!("{base}/boot.ipxe"),
         (0, false) => "undionly.kpxe".into(),
         (7 | 9, false) => "snponly.efi".into(),
         (16, false) => format!("{base}/ipxe/snponly.efi"),
         (11 | 19, false) if !facts.has_arm64 => {
-            return Decision::Ignore("arm64 client, but no snponly-arm64.efi in [tftp] root");
+            return Err("arm64 client, but no snponly-arm64.efi in [tftp] root");
         }
         (11, false) => "snponly-arm64.efi".into(),
         (19, false) => format!("{base}/ipxe/snponly-arm64.efi"),
-        _ => return Decision::Ignore("unsupported client architecture (option 93)"),
-    };
+        _ => return Err("unsupported client architecture (option 93)"),
+    })
+}
 
-    let mut options = vec![
-        (opt::MESSAGE_TYPE, vec![reply_type]),
-        (opt::SERVER_ID, facts.server.octets().to_vec()),
-        (opt::VENDOR_CLASS, client_type.to_vec()),
-    ];
-    if let Some(uuid) = request.option(opt::CLIENT_UUID) {
-        options.push((opt::CLIENT_UUID, uuid.to_vec()));
-    }
-    // PXE boot server discovery control: bypass, boot from `file`. BIOS PXE always gets it;
-    // EFI PXE unless the operator turned it off (some EFI firmware ignores offers carrying it,
-    // and asks port 4011 instead). HTTP Boot clients are not PXE: never (as measured in §B.1).
-    let efi = arch != 0;
-    if client_type == PXE_CLIENT && (!efi || settings.efi_discovery_bypass) {
-        options.push((opt::VENDOR_SPECIFIC, vec![6, 1, 8, 255]));
-    }
-
-    let to = if relayed {
+/// Where the reply to `request`, which came in on `port`, goes.
+fn destination(request: &Packet, port: Port) -> Destination {
+    if request.giaddr != Ipv4Addr::UNSPECIFIED {
         Destination::Relay(request.giaddr)
-    } else if facts.port == Port::BootServer {
+    } else if port == Port::BootServer {
         Destination::Sender
     } else {
         Destination::Broadcast
-    };
+    }
+}
+
+/// The reply packet: never an address (`yiaddr` 0), this server as `siaddr` and `sname`, the
+/// boot file, and the options ([`reply_options`]).
+fn reply_packet(
+    request: &Packet,
+    settings: Settings,
+    facts: &Facts,
+    admitted: &Admitted,
+) -> Packet {
+    let relayed = request.giaddr != Ipv4Addr::UNSPECIFIED;
     // A relay delivers a reply as its broadcast bit says (RFC 1542 §5.4): clear, it unicasts
     // to `yiaddr`, which a ProxyDHCP reply leaves at 0. Firmware and iPXE leave the bit clear,
     // and dnsmasq's relay then sent bootvol's offers to 0.0.0.0 (measured, tests/e2e). So a
@@ -172,7 +202,7 @@ pub fn decide(request: &Packet, settings: Settings, facts: &Facts) -> Decision {
     } else {
         request.flags
     };
-    let packet = Packet {
+    Packet {
         op: BOOTREPLY,
         htype: request.htype,
         hlen: request.hlen,
@@ -186,10 +216,35 @@ pub fn decide(request: &Packet, settings: Settings, facts: &Facts) -> Decision {
         giaddr: request.giaddr,
         chaddr: request.chaddr,
         sname: fixed_field(&facts.server.to_string()),
-        file: fixed_field(&file),
-        options,
-    };
-    Decision::Reply(Box::new(Reply { packet, to, mac, arch, file }))
+        file: fixed_field(&admitted.file),
+        options: reply_options(request, settings, facts, admitted),
+    }
+}
+
+/// The reply's options: its type, the server, the client type, the client's UUID echoed, and
+/// PXE boot server discovery control where it applies.
+fn reply_options(
+    request: &Packet,
+    settings: Settings,
+    facts: &Facts,
+    admitted: &Admitted,
+) -> Vec<(u8, Vec<u8>)> {
+    let mut options = vec![
+        (opt::MESSAGE_TYPE, vec![admitted.reply_type]),
+        (opt::SERVER_ID, facts.server.octets().to_vec()),
+        (opt::VENDOR_CLASS, admitted.client_type.to_vec()),
+    ];
+    if let Some(uuid) = request.option(opt::CLIENT_UUID) {
+        options.push((opt::CLIENT_UUID, uuid.to_vec()));
+    }
+    // PXE boot server discovery control: bypass, boot from `file`. BIOS PXE always gets it;
+    // EFI PXE unless the operator turned it off (some EFI firmware ignores offers carrying it,
+    // and asks port 4011 instead). HTTP Boot clients are not PXE: never (as measured in §B.1).
+    let efi = admitted.arch != 0;
+    if admitted.client_type == PXE_CLIENT && (!efi || settings.efi_discovery_bypass) {
+        options.push((opt::VENDOR_SPECIFIC, vec![6, 1, 8, 255]));
+    }
+    options
 }
 
 /// Reply limits, so that spoofed requests can neither make bootvol send without bound nor keep
