@@ -341,8 +341,10 @@ fn io_in_a_sans_io_core_and_a_bare_spawn_are_named() {
     let core = "//! x\nuse std::fs::File;\nfn f() { tokio::net::UdpSocket::bind(a); }\n\
                 #[cfg(test)]\nmod tests { use std::thread; }\n";
     for path in sources::SANS_IO {
-        files
-            .push((path.to_owned(), "//! clean\nfn f(a: &[u8]) -> usize { a.len() }\n".to_owned()));
+        files.push((
+            (*path).to_owned(),
+            "//! clean\nfn f(a: &[u8]) -> usize { a.len() }\n".to_owned(),
+        ));
     }
     assert_eq!(sans_io_violations(&files), Vec::<String>::new());
     let packet = files.iter().position(|(p, _)| p == "crates/edge/src/dhcp/packet.rs").unwrap();
