@@ -165,7 +165,7 @@ pub async fn serve(
     let conductor = {
         let db = bootvol_db::SharedDb::new(Db::open_config(&config.database)?);
         let reload = snapshot.clone();
-        Conductor::new(Arc::new(config.clone()), db)?
+        Conductor::from_config(Arc::new(config.clone()), db)?
             .with_on_change(Arc::new(move || reload.reload()))
             .with_metrics(Arc::clone(&metrics))
             .with_public_url(public_url.clone())

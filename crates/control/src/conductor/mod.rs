@@ -26,7 +26,7 @@ use tokio_util::task::TaskTracker;
 pub use deploy::{CallbackReport, Caller};
 pub use states::{Plan, Verb, plan};
 
-use crate::power::{BootDevice, PowerAction, PowerDriver, PowerError, PowerSettings, driver_for};
+use crate::power::{BootDevice, PowerAction, PowerDriver, PowerDrivers, PowerError, PowerSettings};
 use crate::storage::{StorageError, StorageInterfaces};
 use bootvol_core::boot::{Scenario, decide, set_boot_option};
 use bootvol_core::config::Config;
@@ -98,7 +98,7 @@ pub struct Conductor {
     config: Arc<Config>,
     db: SharedDb,
     storage: StorageInterfaces,
-    power: PowerSettings,
+    power: PowerDrivers,
     on_change: Option<Arc<dyn Fn() + Send + Sync>>,
     /// Where BMC calls are counted (`serve`); none for the CLI's one-off commands.
     metrics: Option<Arc<bootvol_runtime::metrics::Metrics>>,
@@ -119,15 +119,28 @@ const PROVISION: &str = "baremetal.node.provision_set";
 const POWER: &str = "baremetal.node.power_set";
 
 impl Conductor {
-    pub fn new(config: Arc<Config>, db: SharedDb) -> Result<Conductor, ConductorError> {
+    /// A conductor over `db` with the storage interfaces and power drivers the configuration
+    /// names (what `bootvol serve` and the CLI use).
+    pub fn from_config(config: Arc<Config>, db: SharedDb) -> Result<Conductor, ConductorError> {
         let storage = StorageInterfaces::new(Arc::clone(&config), db.clone())?;
-        let power = PowerSettings {
+        let power = PowerDrivers::new(PowerSettings {
             timeout: Duration::from_secs(config.conductor.power_timeout),
             state_wait: Duration::from_secs(config.conductor.power_state_wait),
-        };
+        });
+        Ok(Conductor::new(config, db, storage, power))
+    }
+
+    /// A conductor over `db` that attaches volumes through `storage` and reaches BMCs through
+    /// `power` (a test passes the fake whose call log it reads).
+    pub fn new(
+        config: Arc<Config>,
+        db: SharedDb,
+        storage: StorageInterfaces,
+        power: PowerDrivers,
+    ) -> Conductor {
         let public_url =
             bootvol_runtime::public_url::PublicUrl::new(config.http.public_url.clone());
-        Ok(Conductor {
+        Conductor {
             config,
             db,
             storage,
@@ -137,7 +150,7 @@ impl Conductor {
             tasks: TaskTracker::new(),
             public_url,
             windows: None,
-        })
+        }
     }
 
     /// Called after each in-process write that changes what a node boots (`serve` rebuilds
@@ -226,7 +239,7 @@ impl Conductor {
     }
 
     fn driver(&self, driver: Driver) -> Arc<dyn PowerDriver> {
-        let inner = driver_for(driver, &self.power);
+        let inner = self.power.driver(driver);
         match &self.metrics {
             Some(metrics) => Arc::new(crate::power::metered::Metered {
                 inner,
