@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use super::{CinderStorage, check_driver_type};
-use crate::cinder::{ApiStyle, CinderError};
+use crate::cinder::{ApiStyle, CinderError, ConnectionInfo, Connector};
 use crate::storage::StorageError;
 use bootvol_core::model::{JsonMap, NodeRecord, VolumeTarget};
 use bootvol_db::{AttachmentRecord, AttachmentState};
@@ -17,40 +17,11 @@ impl CinderStorage {
         node: &NodeRecord,
         target: &VolumeTarget,
     ) -> Result<(), StorageError> {
-        if let Some(existing) = self
-            .db
-            .run({
-                let uuid = target.uuid.clone();
-                move |db| db.attachment_record(&uuid)
-            })
-            .await?
-        {
-            match existing.state {
-                AttachmentState::Attached if !target.properties.is_empty() => return Ok(()),
-                AttachmentState::Attaching
-                | AttachmentState::Detaching
-                | AttachmentState::Attached => {
-                    self.undo(existing, target).await?;
-                }
-                AttachmentState::Failed if existing.step != "undone" => {
-                    self.undo(existing, target).await?
-                }
-                _ => {}
-            }
+        if self.attached_or_undone(target).await? {
+            return Ok(());
         }
         let style = self.client.api_style().await?;
-        let mut record = AttachmentRecord {
-            node_uuid: node.node.uuid.clone(),
-            target_uuid: target.uuid.clone(),
-            volume_id: target.volume_id.clone(),
-            api: style.as_str().into(),
-            attachment_id: None,
-            state: AttachmentState::Attaching,
-            step: "started".into(),
-            connector: serde_json::to_value(self.connector(node)).unwrap_or_default(),
-            last_error: None,
-            updated_at: None,
-        };
+        let mut record = self.started_record(node, target, style);
         self.save(&record).await?;
         match self.attach_steps(node, target, style, &mut record).await {
             Ok(()) => Ok(()),
@@ -65,6 +36,48 @@ impl CinderStorage {
         }
     }
 
+    /// What an earlier attach of the target left: `true` when it is attached with its
+    /// connection info (nothing to do); otherwise what it left on the Cinder side is undone.
+    async fn attached_or_undone(&self, target: &VolumeTarget) -> Result<bool, StorageError> {
+        let uuid = target.uuid.clone();
+        let Some(existing) = self.db.run(move |db| db.attachment_record(&uuid)).await? else {
+            return Ok(false);
+        };
+        match existing.state {
+            AttachmentState::Attached if !target.properties.is_empty() => return Ok(true),
+            AttachmentState::Attaching | AttachmentState::Detaching | AttachmentState::Attached => {
+                self.undo(existing, target).await?;
+            }
+            AttachmentState::Failed if existing.step != "undone" => {
+                self.undo(existing, target).await?
+            }
+            _ => {}
+        }
+        Ok(false)
+    }
+
+    /// The record of a new attach, at its first step.
+    fn started_record(
+        &self,
+        node: &NodeRecord,
+        target: &VolumeTarget,
+        style: ApiStyle,
+    ) -> AttachmentRecord {
+        AttachmentRecord {
+            node_uuid: node.node.uuid.clone(),
+            target_uuid: target.uuid.clone(),
+            volume_id: target.volume_id.clone(),
+            api: style.as_str().into(),
+            attachment_id: None,
+            state: AttachmentState::Attaching,
+            step: "started".into(),
+            connector: serde_json::to_value(self.connector(node)).unwrap_or_default(),
+            last_error: None,
+            updated_at: None,
+        }
+    }
+
+    /// The Cinder calls of an attach, each step saved once Cinder did it.
     async fn attach_steps(
         &self,
         node: &NodeRecord,
@@ -73,51 +86,79 @@ impl CinderStorage {
         record: &mut AttachmentRecord,
     ) -> Result<(), StorageError> {
         let connector = self.connector(node);
-        let volume = &target.volume_id;
         let info = match style {
             ApiStyle::Attachments => {
-                record.step = "creating".into();
-                self.save(record).await?;
-                let attachment = match self.client.attachment_create(volume, &connector).await {
-                    Ok(attachment) => attachment,
-                    Err(e) if e.answer_lost() => {
-                        // Cinder may have created it: find it once it shows, and delete it.
-                        let settle = Duration::from_secs(5 * self.client_timeout_secs());
-                        tracing::warn!(
-                            volume,
-                            "the answer to the attachment create was lost; watching the volume for up to {settle:?}"
-                        );
-                        if self.forget_unknown_attachments(volume, settle).await {
-                            record.step = "started".into();
-                        }
-                        return Err(e.into());
-                    }
-                    Err(e) => {
-                        record.step = "started".into();
-                        return Err(e.into());
-                    }
-                };
-                record.attachment_id = Some(attachment.id.clone());
-                record.step = "created".into();
-                self.save(record).await?;
-                attachment.connection().ok_or_else(|| {
-                    StorageError::Invalid(format!(
-                        "Cinder gave attachment {} no connection info",
-                        attachment.id
-                    ))
-                })?
+                self.create_attachment(&target.volume_id, &connector, record).await?
             }
             ApiStyle::Legacy => {
-                self.client.reserve(volume).await?;
+                self.client.reserve(&target.volume_id).await?;
                 record.step = "reserved".into();
                 self.save(record).await?;
-                self.client.initialize_connection(volume, &connector).await?
+                self.client.initialize_connection(&target.volume_id, &connector).await?
             }
         };
         check_driver_type(&target.volume_type, &info)?;
         self.set_properties(&target.uuid, info.data.clone()).await?;
         record.step = "initialized".into();
         self.save(record).await?;
+        self.complete_attach(node, target, style, record).await?;
+        self.save(record).await?;
+        self.tag(record, "attach").await?;
+        record.step = "tagged".into();
+        record.state = AttachmentState::Attached;
+        record.last_error = None;
+        self.save(record).await
+    }
+
+    /// Attachments API: creates the attachment (a lost answer: the one Cinder may have made is
+    /// looked for and deleted) and answers its connection info.
+    async fn create_attachment(
+        &self,
+        volume: &str,
+        connector: &Connector,
+        record: &mut AttachmentRecord,
+    ) -> Result<ConnectionInfo, StorageError> {
+        record.step = "creating".into();
+        self.save(record).await?;
+        let attachment = match self.client.attachment_create(volume, connector).await {
+            Ok(attachment) => attachment,
+            Err(e) if e.answer_lost() => {
+                // Cinder may have created it: find it once it shows, and delete it.
+                let settle = Duration::from_secs(5 * self.client_timeout_secs());
+                tracing::warn!(
+                    volume,
+                    "the answer to the attachment create was lost; watching the volume for up to {settle:?}"
+                );
+                if self.forget_unknown_attachments(volume, settle).await {
+                    record.step = "started".into();
+                }
+                return Err(e.into());
+            }
+            Err(e) => {
+                record.step = "started".into();
+                return Err(e.into());
+            }
+        };
+        record.attachment_id = Some(attachment.id.clone());
+        record.step = "created".into();
+        self.save(record).await?;
+        attachment.connection().ok_or_else(|| {
+            StorageError::Invalid(format!(
+                "Cinder gave attachment {} no connection info",
+                attachment.id
+            ))
+        })
+    }
+
+    /// The last Cinder call of an attach: the attachment completed, or the legacy `os-attach`
+    /// (whose attachment id is then looked up).
+    async fn complete_attach(
+        &self,
+        node: &NodeRecord,
+        target: &VolumeTarget,
+        style: ApiStyle,
+        record: &mut AttachmentRecord,
+    ) -> Result<(), StorageError> {
         match style {
             ApiStyle::Attachments => {
                 let id = record.attachment_id.clone().unwrap_or_default();
@@ -125,6 +166,7 @@ impl CinderStorage {
                 record.step = "completed".into();
             }
             ApiStyle::Legacy => {
+                let volume = &target.volume_id;
                 let mountpoint = format!("/dev/bootvol{}", target.boot_index);
                 self.client.attach(volume, &node.node.uuid, &mountpoint).await?;
                 record.step = "attached".into();
@@ -132,12 +174,7 @@ impl CinderStorage {
                 record.attachment_id = self.legacy_attachment_id(volume, &node.node.uuid).await?;
             }
         }
-        self.save(record).await?;
-        self.tag(record, "attach").await?;
-        record.step = "tagged".into();
-        record.state = AttachmentState::Attached;
-        record.last_error = None;
-        self.save(record).await
+        Ok(())
     }
 
     /// The legacy API returns no attachment id: find ours on the volume by host name.

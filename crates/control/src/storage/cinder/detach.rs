@@ -39,45 +39,19 @@ impl CinderStorage {
     /// Detaches one target, retried with backoff.
     pub(super) async fn detach_target(&self, target: &VolumeTarget) -> Result<(), StorageError> {
         let uuid = target.uuid.clone();
-        let Some(mut record) = self.db.run(move |db| db.attachment_record(&uuid)).await? else {
+        let record = self.db.run(move |db| db.attachment_record(&uuid)).await?;
+        let Some(mut record) = record.filter(|r| !released(r)) else {
             if !target.properties.is_empty() {
                 self.set_properties(&target.uuid, JsonMap::new()).await?;
             }
             return Ok(());
         };
-        if record.state == AttachmentState::Detached
-            || (record.state == AttachmentState::Failed && record.step == "undone")
-        {
-            if !target.properties.is_empty() {
-                self.set_properties(&target.uuid, JsonMap::new()).await?;
-            }
-            return Ok(());
-        }
         record.state = AttachmentState::Detaching;
         self.save(&record).await?;
-        let mut attempt = 0;
-        loop {
-            let result = match record.api.as_str() {
-                "attachments" => match &record.attachment_id {
-                    Some(id) => self.client.attachment_delete(id).await,
-                    None => Ok(()),
-                },
-                _ => self.detach_legacy(&record).await,
-            };
-            match result {
-                Ok(()) => break,
-                Err(e) if attempt < self.retries => {
-                    attempt += 1;
-                    let delay = self.backoff * 2u32.saturating_pow(attempt - 1);
-                    tracing::warn!(volume = record.volume_id, attempt, error = %e, "detach failed; retrying in {delay:?}");
-                    tokio::time::sleep(delay).await;
-                }
-                Err(e) => {
-                    record.last_error = Some(e.to_string());
-                    self.save(&record).await?;
-                    return Err(e.into());
-                }
-            }
+        if let Err(e) = self.release_with_retries(&record).await {
+            record.last_error = Some(e.to_string());
+            self.save(&record).await?;
+            return Err(e.into());
         }
         // Connection info, CHAP secrets included, goes once the volume is released.
         self.set_properties(&target.uuid, JsonMap::new()).await?;
@@ -89,4 +63,35 @@ impl CinderStorage {
         record.last_error = None;
         self.save(&record).await
     }
+
+    /// Releases the volume on the Cinder side, retried with backoff; the last error when every
+    /// try failed.
+    async fn release_with_retries(&self, record: &AttachmentRecord) -> Result<(), CinderError> {
+        let mut attempt = 0;
+        loop {
+            let result = match record.api.as_str() {
+                "attachments" => match &record.attachment_id {
+                    Some(id) => self.client.attachment_delete(id).await,
+                    None => Ok(()),
+                },
+                _ => self.detach_legacy(record).await,
+            };
+            match result {
+                Ok(()) => return Ok(()),
+                Err(e) if attempt < self.retries => {
+                    attempt += 1;
+                    let delay = self.backoff * 2u32.saturating_pow(attempt - 1);
+                    tracing::warn!(volume = record.volume_id, attempt, error = %e, "detach failed; retrying in {delay:?}");
+                    tokio::time::sleep(delay).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// Whether a record says the volume is released already (detached, or its attach undone).
+fn released(record: &AttachmentRecord) -> bool {
+    record.state == AttachmentState::Detached
+        || (record.state == AttachmentState::Failed && record.step == "undone")
 }

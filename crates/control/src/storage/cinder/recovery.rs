@@ -27,50 +27,61 @@ impl CinderStorage {
             .into_iter()
             .filter(|r| !(r.state == AttachmentState::Failed && r.step == "undone"))
         {
-            let node = record.node_uuid.clone();
-            // A node another live action works on is not interrupted: its action is not over.
-            let Some((lock, record)) = self.lock_current(&record, "recovery").await? else {
-                continue;
-            };
-            // A failed read must not leave the node locked until the next restart.
-            let target = match self.target_of(&record).await {
-                Ok(target) => target,
-                Err(e) => {
-                    lock.release().await;
-                    return Err(e);
-                }
-            };
-            let label = format!("{} on node {}", record.volume_id, node);
-            let result = match record.state {
-                AttachmentState::Detaching => {
-                    self.detach_target(&target).await.map(|()| report.detached.push(label.clone()))
-                }
-                _ => self.undo(record, &target).await.map(|()| report.undone.push(label.clone())),
-            };
-            match result {
-                Ok(()) => {
-                    self.event(
-                        &node,
-                        "bootvol.volume.recovery.end".into(),
-                        "info",
-                        json!({"volume": label}),
-                    )
-                    .await;
-                }
-                Err(e) => {
-                    report.failed.push(format!("{label}: {e}"));
-                    self.event(
-                        &node,
-                        "bootvol.volume.recovery.error".into(),
-                        "error",
-                        json!({"volume": label, "error": e.to_string()}),
-                    )
-                    .await;
-                }
-            }
-            lock.release().await;
+            self.recover_one(record, &mut report).await?;
         }
         Ok(report)
+    }
+
+    /// Finishes or undoes one interrupted attachment under its node's lock (skipped while
+    /// another live action holds the node), with its event; the outcome goes into `report`.
+    async fn recover_one(
+        &self,
+        record: AttachmentRecord,
+        report: &mut RecoveryReport,
+    ) -> Result<(), StorageError> {
+        let node = record.node_uuid.clone();
+        // A node another live action works on is not interrupted: its action is not over.
+        let Some((lock, record)) = self.lock_current(&record, "recovery").await? else {
+            return Ok(());
+        };
+        // A failed read must not leave the node locked until the next restart.
+        let target = match self.target_of(&record).await {
+            Ok(target) => target,
+            Err(e) => {
+                lock.release().await;
+                return Err(e);
+            }
+        };
+        let label = format!("{} on node {}", record.volume_id, node);
+        let result = match record.state {
+            AttachmentState::Detaching => {
+                self.detach_target(&target).await.map(|()| report.detached.push(label.clone()))
+            }
+            _ => self.undo(record, &target).await.map(|()| report.undone.push(label.clone())),
+        };
+        match result {
+            Ok(()) => {
+                self.event(
+                    &node,
+                    "bootvol.volume.recovery.end".into(),
+                    "info",
+                    json!({"volume": label}),
+                )
+                .await;
+            }
+            Err(e) => {
+                report.failed.push(format!("{label}: {e}"));
+                self.event(
+                    &node,
+                    "bootvol.volume.recovery.error".into(),
+                    "error",
+                    json!({"volume": label, "error": e.to_string()}),
+                )
+                .await;
+            }
+        }
+        lock.release().await;
+        Ok(())
     }
 
     /// Takes the lock of `listed`'s node for `verb` and reads the record again under it (the
