@@ -25,19 +25,7 @@ impl Conductor {
         // (recorded on the node, so that every process serving it knows; `boot_window`).
         let opens_window = matches!(action, PowerAction::On | PowerAction::Reboot);
         if opens_window {
-            let stamp = bootvol_core::timefmt::now_unix();
-            record.node.driver_internal_info.insert(
-                "boot_window".into(),
-                json!({"opened_at": stamp, "by": action_name(action)}),
-            );
-            if let Some(windows) = &self.windows {
-                windows.open(
-                    &record.node.uuid,
-                    action_name(action),
-                    stamp,
-                    std::time::Instant::now(),
-                );
-            }
+            self.open_boot_window(record, action);
         }
         self.save(record).await.map_err(|e| e.to_string())?;
         self.event(
@@ -62,26 +50,51 @@ impl Conductor {
                 .await;
                 Ok(())
             }
-            Err(e) => {
-                if opens_window {
-                    record.node.driver_internal_info.remove("boot_window");
-                    if let Some(windows) = &self.windows {
-                        windows.close(&record.node.uuid);
-                    }
-                }
-                let message = format!("power {} failed: {e}", action_name(action));
-                record.node.last_error = Some(message.clone());
-                self.save(record).await.map_err(|e| e.to_string())?;
-                self.event(
-                    record,
-                    format!("{POWER}.error"),
-                    "error",
-                    json!({"action": action_name(action), "error": message}),
-                )
-                .await;
-                Err(message)
+            Err(e) => Err(self.power_failed(record, action, opens_window, e).await),
+        }
+    }
+
+    /// Opens the node's boot window for a power-on or reboot: on the node (for every process
+    /// serving it) and in this process's windows.
+    fn open_boot_window(&self, record: &mut NodeRecord, action: PowerAction) {
+        let stamp = bootvol_core::timefmt::now_unix();
+        record
+            .node
+            .driver_internal_info
+            .insert("boot_window".into(), json!({"opened_at": stamp, "by": action_name(action)}));
+        if let Some(windows) = &self.windows {
+            windows.open(&record.node.uuid, action_name(action), stamp, std::time::Instant::now());
+        }
+    }
+
+    /// A power call the BMC failed: the boot window it opened is closed again, and the error
+    /// is the node's `last_error` and an event. Answers the message.
+    async fn power_failed(
+        &self,
+        record: &mut NodeRecord,
+        action: PowerAction,
+        opened_window: bool,
+        error: crate::power::PowerError,
+    ) -> String {
+        if opened_window {
+            record.node.driver_internal_info.remove("boot_window");
+            if let Some(windows) = &self.windows {
+                windows.close(&record.node.uuid);
             }
         }
+        let message = format!("power {} failed: {error}", action_name(action));
+        record.node.last_error = Some(message.clone());
+        if let Err(e) = self.save(record).await {
+            return e.to_string();
+        }
+        self.event(
+            record,
+            format!("{POWER}.error"),
+            "error",
+            json!({"action": action_name(action), "error": message}),
+        )
+        .await;
+        message
     }
 
     /// A power action requested by an operator. With `[cinder] toggle_attachments_with_power`,

@@ -5,7 +5,7 @@
 use serde_json::json;
 
 use super::{
-    Conductor, ConductorError, InterfaceCheck, PROVISION, Verb, deploy, device_name, plan,
+    Conductor, ConductorError, InterfaceCheck, PROVISION, Plan, Verb, deploy, device_name, plan,
 };
 use crate::power::{BootDevice, PowerAction};
 use bootvol_core::boot::{Scenario, decide, set_boot_option};
@@ -32,15 +32,32 @@ impl Conductor {
             json!({"action": verb.to_string(), "previous_state": previous}),
         )
         .await;
-        let fake = record.node.driver == Driver::FakeHardware;
-        let mut note = None;
-        let outcome = match verb {
-            Verb::Manage | Verb::Provide => Ok(()),
-            Verb::Abort => {
-                self.fail_deployment(&mut record, "deployment aborted by the operator".into())
-                    .await?;
-                return Ok(record);
+        if verb == Verb::Abort {
+            self.fail_deployment(&mut record, "deployment aborted by the operator".into()).await?;
+            return Ok(record);
+        }
+        let (outcome, note) = self.provision_work(&mut record, verb).await;
+        match outcome {
+            Ok(()) => {
+                self.provision_done(&mut record, verb, plan, note).await?;
+                Ok(record)
             }
+            Err(message) => {
+                self.provision_failed(&mut record, verb, plan, message.clone()).await?;
+                Err(ConductorError::Failed(message))
+            }
+        }
+    }
+
+    /// What a provision verb does to the node (not abort), and a note for its end event.
+    async fn provision_work(
+        &self,
+        record: &mut NodeRecord,
+        verb: Verb,
+    ) -> (Result<(), String>, Option<String>) {
+        let fake = record.node.driver == Driver::FakeHardware;
+        let outcome = match verb {
+            Verb::Manage | Verb::Provide | Verb::Abort => Ok(()),
             // Ironic's fake-hardware: every interface fake, nothing touched.
             Verb::Deploy | Verb::Rebuild | Verb::Adopt if fake => {
                 record.node.power_state = Some(PowerState::On);
@@ -51,53 +68,69 @@ impl Conductor {
                 record.node.instance_uuid = None;
                 Ok(())
             }
-            Verb::Deploy => self.deploy(&mut record).await,
-            Verb::Rebuild => match self.undeploy(&mut record).await {
-                Ok(()) => self.deploy(&mut record).await,
+            Verb::Deploy => self.deploy(record).await,
+            Verb::Rebuild => match self.undeploy(record).await {
+                Ok(()) => self.deploy(record).await,
                 Err(e) => Err(e),
             },
-            Verb::Undeploy => self.undeploy(&mut record).await,
-            Verb::Adopt => self.adopt(&mut record).await,
+            Verb::Undeploy => self.undeploy(record).await,
+            Verb::Adopt => self.adopt(record).await,
             Verb::Inspect | Verb::Clean if !fake => {
-                note = Some(format!(
+                let note = format!(
                     "{verb}: nothing to do on a boot-from-volume node: its disks are volumes, which are Cinder's (or their owner's) to inspect and erase"
-                ));
-                Ok(())
+                );
+                return (Ok(()), Some(note));
             }
             Verb::Inspect | Verb::Clean => Ok(()),
             Verb::Rescue | Verb::Unrescue => Ok(()),
         };
-        match outcome {
-            Ok(()) => {
-                if record.node.provision_state == plan.during {
-                    record.node.provision_state = plan.target;
-                    record.node.target_provision_state = None;
-                }
-                self.save(&record).await?;
-                if record.node.provision_state != ProvisionState::WaitCallBack {
-                    let mut payload = json!({"action": verb.to_string()});
-                    if let (Some(note), Some(map)) = (note, payload.as_object_mut()) {
-                        map.insert("note".into(), json!(note));
-                    }
-                    self.event(&record, format!("{PROVISION}.end"), "info", payload).await;
-                }
-                Ok(record)
-            }
-            Err(message) => {
-                record.node.provision_state = plan.failed;
-                record.node.target_provision_state = None;
-                record.node.last_error = Some(message.clone());
-                self.save(&record).await?;
-                self.event(
-                    &record,
-                    format!("{PROVISION}.error"),
-                    "error",
-                    json!({"action": verb.to_string(), "error": message}),
-                )
-                .await;
-                Err(ConductorError::Failed(message))
-            }
+        (outcome, None)
+    }
+
+    /// A provision action that succeeded: its target state (unless it moved on, to `wait
+    /// call-back`), and its end event (not while the deploy ramdisk is still to call back).
+    async fn provision_done(
+        &self,
+        record: &mut NodeRecord,
+        verb: Verb,
+        plan: Plan,
+        note: Option<String>,
+    ) -> Result<(), ConductorError> {
+        if record.node.provision_state == plan.during {
+            record.node.provision_state = plan.target;
+            record.node.target_provision_state = None;
         }
+        self.save(record).await?;
+        if record.node.provision_state != ProvisionState::WaitCallBack {
+            let mut payload = json!({"action": verb.to_string()});
+            if let (Some(note), Some(map)) = (note, payload.as_object_mut()) {
+                map.insert("note".into(), json!(note));
+            }
+            self.event(record, format!("{PROVISION}.end"), "info", payload).await;
+        }
+        Ok(())
+    }
+
+    /// A provision action that failed: its failed state, `last_error`, and the error event.
+    async fn provision_failed(
+        &self,
+        record: &mut NodeRecord,
+        verb: Verb,
+        plan: Plan,
+        message: String,
+    ) -> Result<(), ConductorError> {
+        record.node.provision_state = plan.failed;
+        record.node.target_provision_state = None;
+        record.node.last_error = Some(message.clone());
+        self.save(record).await?;
+        self.event(
+            record,
+            format!("{PROVISION}.error"),
+            "error",
+            json!({"action": verb.to_string(), "error": message}),
+        )
+        .await;
+        Ok(())
     }
 
     /// Deploy: validate, attach the volumes, then either finish at once (the volume is booted
