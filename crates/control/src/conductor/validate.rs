@@ -53,7 +53,30 @@ impl Conductor {
         }
         let scenario =
             decide(record, self.config.default.default_storage_interface).map_err(|e| e.0);
-        let boot = match &scenario {
+        let boot = self.boot_check(record, &scenario);
+        let deploy = self.deploy_check(record, &scenario);
+        let power =
+            self.driver(record.node.driver).validate(&record.node).map_err(|e| e.to_string());
+        let storage = self
+            .storage
+            .for_node(record)
+            .and_then(|s| s.validate(record))
+            .map_err(|e| e.to_string());
+        ValidationReport(vec![
+            check("boot", boot),
+            deploy,
+            check("power", power),
+            check("storage", storage),
+        ])
+    }
+
+    /// The boot interface's verdict: the scenario, and for an NFS root its kernel and ramdisk.
+    fn boot_check(
+        &self,
+        record: &NodeRecord,
+        scenario: &Result<Scenario, String>,
+    ) -> Result<(), String> {
+        match scenario {
             Ok(Scenario::NfsRoot) => self.check_files(&["kernel", "ramdisk"].map(|k| {
                 record
                     .node
@@ -65,8 +88,17 @@ impl Conductor {
             })),
             Ok(_) => Ok(()),
             Err(e) => Err(e.clone()),
-        };
-        let deploy = match &scenario {
+        }
+    }
+
+    /// The deploy interface's verdict (scenario 4's image deployment checked), with a note when
+    /// a config drive is stored that no image deployment will write.
+    fn deploy_check(
+        &self,
+        record: &NodeRecord,
+        scenario: &Result<Scenario, String>,
+    ) -> InterfaceCheck {
+        let result = match scenario {
             Ok(Scenario::NotBootFromVolume) => Err(
                 "bootvol deploys boot-from-volume nodes only: give the node a storage interface and a boot volume".into(),
             ),
@@ -74,26 +106,15 @@ impl Conductor {
             Ok(_) => Ok(()),
             Err(_) => Err("see boot".into()),
         };
-        let power =
-            self.driver(record.node.driver).validate(&record.node).map_err(|e| e.to_string());
-        let storage = self
-            .storage
-            .for_node(record)
-            .and_then(|s| s.validate(record))
-            .map_err(|e| e.to_string());
         let writes_image = matches!(scenario, Ok(Scenario::Hba { force_deployment: true }));
-        let mut deploy = check("deploy", deploy);
+        let mut deploy =
+            InterfaceCheck { interface: "deploy", result: result.is_ok(), reason: result.err() };
         if deploy.result && !writes_image && record.node.instance_info.contains_key("configdrive") {
             deploy.reason = Some(
                 "instance_info.configdrive is stored but will not be written: this node's scenario writes no image (only scenario 4, an HBA volume deployment, does)".into(),
             );
         }
-        ValidationReport(vec![
-            check("boot", boot),
-            deploy,
-            check("power", power),
-            check("storage", storage),
-        ])
+        deploy
     }
 
     /// Checks that files exist under `[http] files_root`.
