@@ -432,7 +432,7 @@ fn volumes(config: Config, action: VolumesAction, out: &mut dyn Write) -> Result
     let _log = init_logging("warn");
     runtime()?.block_on(async {
         let (_, db) = storage(config.clone()).await?;
-        let conductor = Conductor::new(std::sync::Arc::new(config), db)?;
+        let conductor = Conductor::from_config(std::sync::Arc::new(config), db)?;
         let (node, action, done) = match action {
             VolumesAction::Attach { node } => (node, Action::AttachVolumes, "attached"),
             VolumesAction::Detach { node } => (node, Action::DetachVolumes, "detached"),
@@ -482,7 +482,7 @@ fn node_command(config: Config, action: NodeAction, out: &mut dyn Write) -> Resu
     let deploy_wait = std::time::Duration::from_secs(config.deploy.callback_timeout);
     runtime()?.block_on(async {
         let db = bootvol_db::SharedDb::new(open_db(&config)?);
-        let conductor = Conductor::new(std::sync::Arc::new(config), db)?;
+        let conductor = Conductor::from_config(std::sync::Arc::new(config), db)?;
         let verb = |name: &str, verb: Verb| (name.to_owned(), verb);
         let provision = match &action {
             NodeAction::Deploy { node } => Some(verb(node, Verb::Deploy)),

@@ -152,11 +152,12 @@ impl Owners {
         ));
         let access = script_access(&config, &database, &metrics, &windows, run.tracker);
         let reload = snapshot.clone();
-        let conductor = Conductor::new(Arc::new(config.clone()), database.shared().clone())?
-            .with_on_change(Arc::new(move || reload.reload()))
-            .with_metrics(Arc::clone(&metrics))
-            .with_public_url(public_url.clone())
-            .with_boot_windows(Arc::clone(&windows));
+        let conductor =
+            Conductor::from_config(Arc::new(config.clone()), database.shared().clone())?
+                .with_on_change(Arc::new(move || reload.reload()))
+                .with_metrics(Arc::clone(&metrics))
+                .with_public_url(public_url.clone())
+                .with_boot_windows(Arc::clone(&windows));
         let recent = Arc::new(RecentBoots::default());
         Ok(Owners {
             config,

@@ -684,7 +684,7 @@ fn deploy_setup(dir: &Path, nodes: Value) -> (Conductor, Config) {
         inventory::parse(&json!({"nodes": nodes}).to_string(), Format::Json, &config).unwrap();
     let mut db = Db::open_config(&config.database).unwrap();
     db.apply_inventory(&specs, false).unwrap();
-    let conductor = Conductor::new(Arc::new(config.clone()), SharedDb::new(db)).unwrap();
+    let conductor = Conductor::from_config(Arc::new(config.clone()), SharedDb::new(db)).unwrap();
     (conductor, config)
 }
 

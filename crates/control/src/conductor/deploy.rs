@@ -179,21 +179,11 @@ pub(super) async fn token(
             return Err(e);
         }
     };
-    let claimant = deploy_state(&record, "claimant").cloned();
-    let token = deploy_state(&record, "callback_token").and_then(Value::as_str).map(str::to_owned);
-    let outcome = match (token, claimant) {
-        (None, _) => Err(no_token()),
-        (Some(_), _) if record.node.provision_state != ProvisionState::WaitCallBack => {
-            Err(no_token())
-        }
-        // The claimant asks again (its first answer was lost): the same token.
-        (Some(token), Some(claimant)) if caller.is_claimant(Some(&claimant)) => Ok(token),
-        (Some(_), Some(claimant)) => {
-            let message = format!(
-                "the deploy token was taken by {} and claimed again by {}: two hosts claim this node, one of them is not its deploy ramdisk (the first is the likely thief); the deployment is failed and no call-back is accepted",
-                describe_claimant(Some(&claimant)),
-                caller.describe()
-            );
+    let outcome = match claim(&record, &caller) {
+        Claim::NoToken => Err(no_token()),
+        Claim::Again(token) => Ok(token),
+        Claim::Taken(claimant) => {
+            let message = claimed_twice(&claimant, &caller);
             return Err(fail_two_claimants(
                 conductor,
                 &mut record,
@@ -204,17 +194,59 @@ pub(super) async fn token(
             )
             .await);
         }
-        (Some(token), None) => {
-            if let Some(Value::Object(deploy)) = record.node.driver_internal_info.get_mut("deploy")
-            {
-                deploy.insert("handed_out_at".into(), json!(now_unix()));
-                deploy.insert("claimant".into(), caller.as_claimant());
-            }
-            conductor.save(&record).await.map(|()| token)
-        }
+        Claim::First(token) => hand_out(conductor, &mut record, &caller, token).await,
     };
     lock.release().await;
     outcome
+}
+
+/// The token to its first claimant, recorded (when, and who) on the deployment.
+async fn hand_out(
+    conductor: &Conductor,
+    record: &mut NodeRecord,
+    caller: &Caller,
+    token: String,
+) -> Result<String, ConductorError> {
+    if let Some(Value::Object(deploy)) = record.node.driver_internal_info.get_mut("deploy") {
+        deploy.insert("handed_out_at".into(), json!(now_unix()));
+        deploy.insert("claimant".into(), caller.as_claimant());
+    }
+    conductor.save(record).await.map(|()| token)
+}
+
+/// Why the deployment fails when a second client asks for the token `claimant` took.
+fn claimed_twice(claimant: &Value, caller: &Caller) -> String {
+    format!(
+        "the deploy token was taken by {} and claimed again by {}: two hosts claim this node, one of them is not its deploy ramdisk (the first is the likely thief); the deployment is failed and no call-back is accepted",
+        describe_claimant(Some(claimant)),
+        caller.describe()
+    )
+}
+
+/// What a token request finds, the node's lock held.
+enum Claim {
+    /// No deployment waits for a call-back with a token.
+    NoToken,
+    /// The token is not handed out yet: to this caller.
+    First(String),
+    /// The claimant asks again (its first answer was lost): the same token.
+    Again(String),
+    /// Another client (this one) took the token: two hosts claim the node.
+    Taken(Value),
+}
+
+fn claim(record: &NodeRecord, caller: &Caller) -> Claim {
+    let claimant = deploy_state(record, "claimant").cloned();
+    let token = deploy_state(record, "callback_token").and_then(Value::as_str).map(str::to_owned);
+    match (token, claimant) {
+        (None, _) => Claim::NoToken,
+        (Some(_), _) if record.node.provision_state != ProvisionState::WaitCallBack => {
+            Claim::NoToken
+        }
+        (Some(token), Some(claimant)) if caller.is_claimant(Some(&claimant)) => Claim::Again(token),
+        (Some(_), Some(claimant)) => Claim::Taken(claimant),
+        (Some(token), None) => Claim::First(token),
+    }
 }
 
 /// A token asked for by a node that a call-back made `active` just now: if the caller is not
@@ -302,15 +334,7 @@ pub(super) async fn callback(
     report: CallbackReport,
 ) -> Result<(), ConductorError> {
     let record = conductor.load(node_uuid).await?;
-    if !caller.is(&record) {
-        return Err(not_the_node());
-    }
-    if !waits_for(&record, token) {
-        return Err(not_waiting());
-    }
-    if !caller.is_claimant(deploy_state(&record, "claimant")) {
-        return Err(not_the_claimant(&record, &caller));
-    }
+    admit_ramdisk(&record, token, &caller)?;
     let lock = conductor.begin(&record, "deploy call-back", None, None).await?;
     // Checked again under the lock: the deployment may have expired meanwhile.
     let mut record = match conductor.load(node_uuid).await {
@@ -325,9 +349,38 @@ pub(super) async fn callback(
         .unwrap_or_default()
         .to_owned();
     let claimant = deploy_state(&record, "claimant").cloned();
-    let outcome = match report.status.as_str() {
+    let outcome = judge(&report, &expected_sha);
+    record.node.driver_internal_info.remove("deploy");
+    match outcome {
+        Ok(()) => deployed(conductor, record, &report, expected_sha, claimant, lock).await,
+        Err(message) => {
+            conductor.fail_deployment(&mut record, message.clone()).await?;
+            lock.release().await;
+            Ok(())
+        }
+    }
+}
+
+/// Whether a deploy endpoint answers `caller`: the node, for the deployment waiting for
+/// `token`, and the client that took the token.
+fn admit_ramdisk(record: &NodeRecord, token: &str, caller: &Caller) -> Result<(), ConductorError> {
+    if !caller.is(record) {
+        return Err(not_the_node());
+    }
+    if !waits_for(record, token) {
+        return Err(not_waiting());
+    }
+    if !caller.is_claimant(deploy_state(record, "claimant")) {
+        return Err(not_the_claimant(record, caller));
+    }
+    Ok(())
+}
+
+/// Whether the call-back reports the image written (with the expected SHA-256); why not.
+fn judge(report: &CallbackReport, expected_sha: &str) -> Result<(), String> {
+    match report.status.as_str() {
         "done"
-            if report.sha256.as_deref().is_some_and(|s| s.eq_ignore_ascii_case(&expected_sha)) =>
+            if report.sha256.as_deref().is_some_and(|s| s.eq_ignore_ascii_case(expected_sha)) =>
         {
             Ok(())
         }
@@ -339,67 +392,76 @@ pub(super) async fn callback(
             "the deploy ramdisk failed: {}",
             report.message.as_deref().unwrap_or("no message").chars().take(500).collect::<String>()
         )),
-    };
-    record.node.driver_internal_info.remove("deploy");
-    match outcome {
-        Ok(()) => {
-            // `force_deployment` goes before the node is active: the next boot is the volume's.
-            record.node.instance_info.remove("force_deployment");
-            record.node.driver_internal_info.insert(
-                "deployed_image".into(),
-                json!({"sha256": expected_sha, "disk": report.disk, "bytes": report.bytes}),
-            );
-            // Who made the call-back, for a later claimant to be checked against.
-            record
-                .node
-                .driver_internal_info
-                .insert("deployed_by".into(), json!({"claimant": claimant, "at": now_unix()}));
-            record.node.provision_state = ProvisionState::Active;
-            record.node.target_provision_state = None;
-            record.node.last_error = None;
-            conductor.save(&record).await?;
-            conductor.changed();
-            conductor
-                .event(
-                    &record,
-                    format!("{PROVISION}.end"),
-                    "info",
-                    json!({"action": "deploy", "disk": report.disk}),
-                )
-                .await;
-            // The BMC steps run after the answer (the ramdisk is waiting for it), on a tracked
-            // task that holds the node's lock until they are done.
-            let conductor = conductor.clone();
-            conductor.tasks.clone().spawn(async move {
-                let driver = conductor.driver(record.node.driver);
-                let mut result = driver
-                    .set_boot_device(&record.node, BootDevice::Disk, true)
-                    .await
-                    .map_err(|e| e.to_string());
-                // The ramdisk powers itself off once its call-back is answered, and some BMCs
-                // refuse a reset of a machine that is off: power off (idempotent), then on.
-                if result.is_ok() && record.node.driver != Driver::Fake {
-                    result = conductor.power_action(&mut record, PowerAction::Off).await;
-                    if result.is_ok() {
-                        result = conductor.power_action(&mut record, PowerAction::On).await;
-                    }
-                }
-                if let Err(e) = result {
-                    record.node.last_error =
-                        Some(format!("deployed, but rebooting into the volume failed: {e}"));
-                    let _ = conductor.save(&record).await;
-                }
-                lock.release().await;
-                conductor.changed();
-            });
-            Ok(())
-        }
-        Err(message) => {
-            conductor.fail_deployment(&mut record, message.clone()).await?;
-            lock.release().await;
-            Ok(())
+    }
+}
+
+/// The image is written: the node is `active` at once, then the BMC steps run after the
+/// answer (the ramdisk is waiting for it), on a tracked task that holds `lock` until they are
+/// done.
+async fn deployed(
+    conductor: &Conductor,
+    mut record: NodeRecord,
+    report: &CallbackReport,
+    expected_sha: String,
+    claimant: Option<Value>,
+    lock: bootvol_db::NodeLock,
+) -> Result<(), ConductorError> {
+    // `force_deployment` goes before the node is active: the next boot is the volume's.
+    record.node.instance_info.remove("force_deployment");
+    record.node.driver_internal_info.insert(
+        "deployed_image".into(),
+        json!({"sha256": expected_sha, "disk": report.disk, "bytes": report.bytes}),
+    );
+    // Who made the call-back, for a later claimant to be checked against.
+    record
+        .node
+        .driver_internal_info
+        .insert("deployed_by".into(), json!({"claimant": claimant, "at": now_unix()}));
+    record.node.provision_state = ProvisionState::Active;
+    record.node.target_provision_state = None;
+    record.node.last_error = None;
+    conductor.save(&record).await?;
+    conductor.changed();
+    conductor
+        .event(
+            &record,
+            format!("{PROVISION}.end"),
+            "info",
+            json!({"action": "deploy", "disk": report.disk}),
+        )
+        .await;
+    let conductor = conductor.clone();
+    conductor.tasks.clone().spawn(reboot_into_volume(conductor, record, lock));
+    Ok(())
+}
+
+/// The BMC steps after a call-back: the disk (the volume) becomes the boot device, then the
+/// node is powered off and on into it; a failure is the node's `last_error`. Releases `lock`.
+async fn reboot_into_volume(
+    conductor: Conductor,
+    mut record: NodeRecord,
+    lock: bootvol_db::NodeLock,
+) {
+    let driver = conductor.driver(record.node.driver);
+    let mut result = driver
+        .set_boot_device(&record.node, BootDevice::Disk, true)
+        .await
+        .map_err(|e| e.to_string());
+    // The ramdisk powers itself off once its call-back is answered, and some BMCs refuse a
+    // reset of a machine that is off: power off (idempotent), then on.
+    if result.is_ok() && record.node.driver != Driver::Fake {
+        result = conductor.power_action(&mut record, PowerAction::Off).await;
+        if result.is_ok() {
+            result = conductor.power_action(&mut record, PowerAction::On).await;
         }
     }
+    if let Err(e) = result {
+        record.node.last_error =
+            Some(format!("deployed, but rebooting into the volume failed: {e}"));
+        let _ = conductor.save(&record).await;
+    }
+    lock.release().await;
+    conductor.changed();
 }
 
 impl Conductor {
@@ -470,15 +532,7 @@ pub(super) async fn configdrive(
     caller: Caller,
 ) -> Result<Vec<u8>, ConductorError> {
     let record = conductor.load(node_uuid).await?;
-    if !caller.is(&record) {
-        return Err(not_the_node());
-    }
-    if !waits_for(&record, token) {
-        return Err(not_waiting());
-    }
-    if !caller.is_claimant(deploy_state(&record, "claimant")) {
-        return Err(not_the_claimant(&record, &caller));
-    }
+    admit_ramdisk(&record, token, &caller)?;
     let drive = record
         .node
         .instance_info
@@ -492,56 +546,62 @@ pub(super) async fn configdrive(
 /// `openstack/latest/...`, `tar`).
 fn configdrive_bytes(drive: &Value) -> Result<(Vec<u8>, &'static str), String> {
     match drive {
-        Value::String(encoded) => {
-            let raw = base64::engine::general_purpose::STANDARD
-                .decode(encoded.trim())
-                .map_err(|e| format!("not base64: {e}"))?;
-            if raw.starts_with(&[0x1f, 0x8b]) {
-                let mut out = Vec::new();
-                flate2::read::GzDecoder::new(raw.as_slice())
-                    .read_to_end(&mut out)
-                    .map_err(|e| format!("not gzip: {e}"))?;
-                Ok((out, "image"))
-            } else {
-                Ok((raw, "image"))
-            }
-        }
-        Value::Object(parts) => {
-            let mut builder = tar::Builder::new(Vec::new());
-            let mut add = |path: &str, data: &[u8]| -> Result<(), String> {
-                let mut header = tar::Header::new_gnu();
-                header.set_size(data.len() as u64);
-                header.set_mode(0o644);
-                header.set_cksum();
-                builder.append_data(&mut header, path, data).map_err(|e| e.to_string())
-            };
-            for (key, file) in [
-                ("meta_data", "meta_data.json"),
-                ("network_data", "network_data.json"),
-                ("vendor_data", "vendor_data.json"),
-            ] {
-                if let Some(value) = parts.get(key) {
-                    add(&format!("openstack/latest/{file}"), value.to_string().as_bytes())?;
-                }
-            }
-            if let Some(user_data) = parts.get("user_data") {
-                let text = match user_data {
-                    Value::String(s) => s.clone(),
-                    other => other.to_string(),
-                };
-                add("openstack/latest/user_data", text.as_bytes())?;
-            }
-            if !parts.contains_key("meta_data") {
-                add("openstack/latest/meta_data.json", b"{}")?;
-            }
-            let bytes = builder.into_inner().map_err(|e| e.to_string())?;
-            Ok((bytes, "tar"))
-        }
+        Value::String(encoded) => Ok((image_bytes(encoded)?, "image")),
+        Value::Object(parts) => Ok((tar_bytes(parts)?, "tar")),
         _ => {
             Err("must be a base64 string (gzipped image) or an object (meta_data, user_data...)"
                 .into())
         }
     }
+}
+
+/// A config drive image: base64, gzipped or not.
+fn image_bytes(encoded: &str) -> Result<Vec<u8>, String> {
+    let raw = base64::engine::general_purpose::STANDARD
+        .decode(encoded.trim())
+        .map_err(|e| format!("not base64: {e}"))?;
+    if raw.starts_with(&[0x1f, 0x8b]) {
+        let mut out = Vec::new();
+        flate2::read::GzDecoder::new(raw.as_slice())
+            .read_to_end(&mut out)
+            .map_err(|e| format!("not gzip: {e}"))?;
+        Ok(out)
+    } else {
+        Ok(raw)
+    }
+}
+
+/// A config drive's parts as a tar of `openstack/latest/...` (an empty `meta_data.json` when
+/// none is given).
+fn tar_bytes(parts: &Map<String, Value>) -> Result<Vec<u8>, String> {
+    let mut builder = tar::Builder::new(Vec::new());
+    let mut add = |path: &str, data: &[u8]| -> Result<(), String> {
+        let mut header = tar::Header::new_gnu();
+        header.set_size(data.len() as u64);
+        header.set_mode(0o644);
+        header.set_cksum();
+        builder.append_data(&mut header, path, data).map_err(|e| e.to_string())
+    };
+    for (key, file) in [
+        ("meta_data", "meta_data.json"),
+        ("network_data", "network_data.json"),
+        ("vendor_data", "vendor_data.json"),
+    ] {
+        if let Some(value) = parts.get(key) {
+            add(&format!("openstack/latest/{file}"), value.to_string().as_bytes())?;
+        }
+    }
+    if let Some(user_data) = parts.get("user_data") {
+        let text = match user_data {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        add("openstack/latest/user_data", text.as_bytes())?;
+    }
+    if !parts.contains_key("meta_data") {
+        add("openstack/latest/meta_data.json", b"{}")?;
+    }
+    builder.into_inner().map_err(|e| e.to_string())
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {

@@ -12,9 +12,17 @@
 //! on a tracked task ([`Conductor::tasks`], drained at shutdown) that releases the lock when it
 //! ends. Background passes (power sync, deploy expiry, recovery) take their own locks and skip
 //! nodes an action holds; they write only the columns they own.
+//!
+//! This file holds the entry point and what the parts share; the work is in `provision`
+//! (provision verbs: deploy, undeploy, adopt), `deploy` (scenario 4's image deployment and its
+//! call-back), `power` (power actions and the power-state sync), `validate` and `recovery`.
 
 mod deploy;
+mod power;
+mod provision;
+mod recovery;
 pub mod states;
+mod validate;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,12 +32,13 @@ use tokio_util::task::TaskTracker;
 
 pub use deploy::{CallbackReport, Caller};
 pub use states::{Plan, Verb, plan};
+pub use validate::{InterfaceCheck, ValidationReport};
 
-use crate::power::{BootDevice, PowerAction, PowerDriver, PowerError, PowerSettings, driver_for};
+use recovery::stuck;
+
+use crate::power::{BootDevice, PowerAction, PowerDriver, PowerDrivers, PowerError, PowerSettings};
 use crate::storage::{StorageError, StorageInterfaces};
-use bootvol_core::boot::{Scenario, decide, set_boot_option};
 use bootvol_core::config::Config;
-use bootvol_core::files::FileRoot;
 use bootvol_core::model::{Driver, NodeRecord, PowerState, ProvisionState, StorageInterfaceName};
 use bootvol_db::{DbError, LockError, Locked, NodeLock, SharedDb};
 
@@ -63,41 +72,13 @@ impl From<StorageError> for ConductorError {
     }
 }
 
-/// One line of `validate`: an interface and its verdict.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct InterfaceCheck {
-    pub interface: &'static str,
-    pub result: bool,
-    pub reason: Option<String>,
-}
-
-/// Every interface's verdict.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct ValidationReport(pub Vec<InterfaceCheck>);
-
-impl ValidationReport {
-    pub fn ok(&self) -> bool {
-        self.0.iter().all(|c| c.result)
-    }
-
-    /// `interface: reason` for each failure, one per line.
-    pub fn failures(&self) -> String {
-        self.0
-            .iter()
-            .filter(|c| !c.result)
-            .map(|c| format!("{}: {}", c.interface, c.reason.as_deref().unwrap_or("failed")))
-            .collect::<Vec<_>>()
-            .join("; ")
-    }
-}
-
 /// The conductor.
 #[derive(Clone)]
 pub struct Conductor {
     config: Arc<Config>,
     db: SharedDb,
     storage: StorageInterfaces,
-    power: PowerSettings,
+    power: PowerDrivers,
     on_change: Option<Arc<dyn Fn() + Send + Sync>>,
     /// Where BMC calls are counted (`serve`); none for the CLI's one-off commands.
     metrics: Option<Arc<bootvol_runtime::metrics::Metrics>>,
@@ -118,15 +99,28 @@ const PROVISION: &str = "baremetal.node.provision_set";
 const POWER: &str = "baremetal.node.power_set";
 
 impl Conductor {
-    pub fn new(config: Arc<Config>, db: SharedDb) -> Result<Conductor, ConductorError> {
+    /// A conductor over `db` with the storage interfaces and power drivers the configuration
+    /// names (what `bootvol serve` and the CLI use).
+    pub fn from_config(config: Arc<Config>, db: SharedDb) -> Result<Conductor, ConductorError> {
         let storage = StorageInterfaces::new(Arc::clone(&config), db.clone())?;
-        let power = PowerSettings {
+        let power = PowerDrivers::new(PowerSettings {
             timeout: Duration::from_secs(config.conductor.power_timeout),
             state_wait: Duration::from_secs(config.conductor.power_state_wait),
-        };
+        });
+        Ok(Conductor::new(config, db, storage, power))
+    }
+
+    /// A conductor over `db` that attaches volumes through `storage` and reaches BMCs through
+    /// `power` (a test passes the fake whose call log it reads).
+    pub fn new(
+        config: Arc<Config>,
+        db: SharedDb,
+        storage: StorageInterfaces,
+        power: PowerDrivers,
+    ) -> Conductor {
         let public_url =
             bootvol_runtime::public_url::PublicUrl::new(config.http.public_url.clone());
-        Ok(Conductor {
+        Conductor {
             config,
             db,
             storage,
@@ -136,7 +130,7 @@ impl Conductor {
             tasks: TaskTracker::new(),
             public_url,
             windows: None,
-        })
+        }
     }
 
     /// Called after each in-process write that changes what a node boots (`serve` rebuilds
@@ -225,7 +219,7 @@ impl Conductor {
     }
 
     fn driver(&self, driver: Driver) -> Arc<dyn PowerDriver> {
-        let inner = driver_for(driver, &self.power);
+        let inner = self.power.driver(driver);
         match &self.metrics {
             Some(metrics) => Arc::new(crate::power::metered::Metered {
                 inner,
@@ -407,203 +401,6 @@ impl Conductor {
         }
     }
 
-    /// Checks every interface of a node: boot (the scenario and its files), deploy, power and
-    /// storage. Image checks are skipped for boot-from-volume nodes.
-    pub async fn validate(&self, record: &NodeRecord) -> ValidationReport {
-        let check = |interface: &'static str, result: Result<(), String>| InterfaceCheck {
-            interface,
-            result: result.is_ok(),
-            reason: result.err(),
-        };
-        if record.node.driver == Driver::FakeHardware {
-            // Ironic's test hardware type: every interface fake, no boot volume needed.
-            return ValidationReport(
-                ["boot", "deploy", "power", "storage"].map(|i| check(i, Ok(()))).into(),
-            );
-        }
-        let scenario =
-            decide(record, self.config.default.default_storage_interface).map_err(|e| e.0);
-        let boot = match &scenario {
-            Ok(Scenario::NfsRoot) => self.check_files(&["kernel", "ramdisk"].map(|k| {
-                record
-                    .node
-                    .instance_info
-                    .get(k)
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned()
-            })),
-            Ok(_) => Ok(()),
-            Err(e) => Err(e.clone()),
-        };
-        let deploy = match &scenario {
-            Ok(Scenario::NotBootFromVolume) => Err(
-                "bootvol deploys boot-from-volume nodes only: give the node a storage interface and a boot volume".into(),
-            ),
-            Ok(Scenario::Hba { force_deployment: true }) => deploy::check(self, record),
-            Ok(_) => Ok(()),
-            Err(_) => Err("see boot".into()),
-        };
-        let power =
-            self.driver(record.node.driver).validate(&record.node).map_err(|e| e.to_string());
-        let storage = self
-            .storage
-            .for_node(record)
-            .and_then(|s| s.validate(record))
-            .map_err(|e| e.to_string());
-        let writes_image = matches!(scenario, Ok(Scenario::Hba { force_deployment: true }));
-        let mut deploy = check("deploy", deploy);
-        if deploy.result && !writes_image && record.node.instance_info.contains_key("configdrive") {
-            deploy.reason = Some(
-                "instance_info.configdrive is stored but will not be written: this node's scenario writes no image (only scenario 4, an HBA volume deployment, does)".into(),
-            );
-        }
-        ValidationReport(vec![
-            check("boot", boot),
-            deploy,
-            check("power", power),
-            check("storage", storage),
-        ])
-    }
-
-    /// Checks that files exist under `[http] files_root`.
-    fn check_files(&self, names: &[String]) -> Result<(), String> {
-        let root = FileRoot::new(&self.config.http.files_root)
-            .map_err(|e| format!("files_root {}: {e}", self.config.http.files_root.display()))?;
-        for name in names {
-            root.resolve(name).map_err(|e| format!("{name} under files_root: {e}"))?;
-        }
-        Ok(())
-    }
-
-    /// A provision action, to its end (for scenario 4, until the deploy ramdisk is booting: see
-    /// [`Conductor::wait_for_deploy`]).
-    async fn provision_locked(
-        &self,
-        mut record: NodeRecord,
-        verb: Verb,
-    ) -> Result<NodeRecord, ConductorError> {
-        let plan = plan(record.node.provision_state, verb).map_err(ConductorError::Refused)?;
-        let previous = record.node.provision_state;
-        record.node.provision_state = plan.during;
-        record.node.target_provision_state = Some(plan.target);
-        record.node.last_error = None;
-        self.save(&record).await?;
-        self.event(
-            &record,
-            format!("{PROVISION}.start"),
-            "info",
-            json!({"action": verb.to_string(), "previous_state": previous}),
-        )
-        .await;
-        let fake = record.node.driver == Driver::FakeHardware;
-        let mut note = None;
-        let outcome = match verb {
-            Verb::Manage | Verb::Provide => Ok(()),
-            Verb::Abort => {
-                self.fail_deployment(&mut record, "deployment aborted by the operator".into())
-                    .await?;
-                return Ok(record);
-            }
-            // Ironic's fake-hardware: every interface fake, nothing touched.
-            Verb::Deploy | Verb::Rebuild | Verb::Adopt if fake => {
-                record.node.power_state = Some(PowerState::On);
-                Ok(())
-            }
-            Verb::Undeploy if fake => {
-                record.node.power_state = Some(PowerState::Off);
-                record.node.instance_uuid = None;
-                Ok(())
-            }
-            Verb::Deploy => self.deploy(&mut record).await,
-            Verb::Rebuild => match self.undeploy(&mut record).await {
-                Ok(()) => self.deploy(&mut record).await,
-                Err(e) => Err(e),
-            },
-            Verb::Undeploy => self.undeploy(&mut record).await,
-            Verb::Adopt => self.adopt(&mut record).await,
-            Verb::Inspect | Verb::Clean if !fake => {
-                note = Some(format!(
-                    "{verb}: nothing to do on a boot-from-volume node: its disks are volumes, which are Cinder's (or their owner's) to inspect and erase"
-                ));
-                Ok(())
-            }
-            Verb::Inspect | Verb::Clean => Ok(()),
-            Verb::Rescue | Verb::Unrescue => Ok(()),
-        };
-        match outcome {
-            Ok(()) => {
-                if record.node.provision_state == plan.during {
-                    record.node.provision_state = plan.target;
-                    record.node.target_provision_state = None;
-                }
-                self.save(&record).await?;
-                if record.node.provision_state != ProvisionState::WaitCallBack {
-                    let mut payload = json!({"action": verb.to_string()});
-                    if let (Some(note), Some(map)) = (note, payload.as_object_mut()) {
-                        map.insert("note".into(), json!(note));
-                    }
-                    self.event(&record, format!("{PROVISION}.end"), "info", payload).await;
-                }
-                Ok(record)
-            }
-            Err(message) => {
-                record.node.provision_state = plan.failed;
-                record.node.target_provision_state = None;
-                record.node.last_error = Some(message.clone());
-                self.save(&record).await?;
-                self.event(
-                    &record,
-                    format!("{PROVISION}.error"),
-                    "error",
-                    json!({"action": verb.to_string(), "error": message}),
-                )
-                .await;
-                Err(ConductorError::Failed(message))
-            }
-        }
-    }
-
-    /// Deploy: validate, attach the volumes, then either finish at once (the volume is booted
-    /// as it is: the spec's DEPLOYDONE) or start an image deployment onto it (scenario 4). A
-    /// failure detaches what was attached.
-    async fn deploy(&self, record: &mut NodeRecord) -> Result<(), String> {
-        let report = self.validate(record).await;
-        if !report.ok() {
-            return Err(format!("validation failed: {}", report.failures()));
-        }
-        let storage = self.storage.for_node(record).map_err(|e| e.to_string())?;
-        storage
-            .attach_volumes(record)
-            .await
-            .map_err(|e| format!("attaching volumes failed: {e}"))?;
-        self.reload(record).await.map_err(|e| e.to_string())?;
-        let result = async {
-            set_boot_option(record, self.config.default.default_storage_interface).map_err(|e| e.0)?;
-            let scenario = decide(record, self.config.default.default_storage_interface).map_err(|e| e.0)?;
-            if !storage.should_write_image(record) {
-                let device = if scenario.is_network_boot() { BootDevice::Pxe } else { BootDevice::Disk };
-                self.boot_and_power_on(record, device).await
-            } else if scenario == (Scenario::Hba { force_deployment: true }) {
-                deploy::start(self, record).await
-            } else {
-                Err("nothing to deploy: the storage interface asks for an image and the node is not an HBA volume deployment".into())
-            }
-        }
-        .await;
-        if let Err(message) = result {
-            let detached = storage.detach_volumes(record).await;
-            let message = match detached {
-                Ok(()) => message,
-                Err(e) => {
-                    format!("{message}; detaching the volumes after the failure also failed: {e}")
-                }
-            };
-            return Err(message);
-        }
-        Ok(())
-    }
-
     async fn reload(&self, record: &mut NodeRecord) -> Result<(), ConductorError> {
         let fresh = self.load(&record.node.uuid).await?;
         // Keep the in-flight state fields; take the storage interface's writes.
@@ -614,190 +411,6 @@ impl Conductor {
         record.node.provision_state = provision;
         record.node.target_provision_state = target;
         record.node.last_error = last_error;
-        Ok(())
-    }
-
-    /// Sets the boot device (persistent) and powers the node on (or reboots it if it is on).
-    async fn boot_and_power_on(
-        &self,
-        record: &mut NodeRecord,
-        device: BootDevice,
-    ) -> Result<(), String> {
-        let driver = self.driver(record.node.driver);
-        driver
-            .set_boot_device(&record.node, device, true)
-            .await
-            .map_err(|e| format!("setting the boot device: {e}"))?;
-        record.node.driver_internal_info.insert("boot_device".into(), json!(device_name(device)));
-        let action = if driver.power_state(&record.node).await.map_err(|e| e.to_string())?
-            == PowerState::On
-        {
-            PowerAction::Reboot
-        } else {
-            PowerAction::On
-        };
-        self.power_action(record, action).await
-    }
-
-    /// One power action with its events; records the new state.
-    async fn power_action(
-        &self,
-        record: &mut NodeRecord,
-        action: PowerAction,
-    ) -> Result<(), String> {
-        let driver = self.driver(record.node.driver);
-        let target = match action {
-            PowerAction::On | PowerAction::Reboot => PowerState::On,
-            PowerAction::Off | PowerAction::SoftOff => PowerState::Off,
-        };
-        record.node.target_power_state = Some(target);
-        // A boot starts: its secret script may go out now, to the first client that is the node
-        // (recorded on the node, so that every process serving it knows; `boot_window`).
-        let opens_window = matches!(action, PowerAction::On | PowerAction::Reboot);
-        if opens_window {
-            let stamp = bootvol_core::timefmt::now_unix();
-            record.node.driver_internal_info.insert(
-                "boot_window".into(),
-                json!({"opened_at": stamp, "by": action_name(action)}),
-            );
-            if let Some(windows) = &self.windows {
-                windows.open(
-                    &record.node.uuid,
-                    action_name(action),
-                    stamp,
-                    std::time::Instant::now(),
-                );
-            }
-        }
-        self.save(record).await.map_err(|e| e.to_string())?;
-        self.event(
-            record,
-            format!("{POWER}.start"),
-            "info",
-            json!({"action": action_name(action)}),
-        )
-        .await;
-        let result = driver.set_power(&record.node, action).await;
-        record.node.target_power_state = None;
-        match result {
-            Ok(()) => {
-                record.node.power_state = Some(target);
-                self.save(record).await.map_err(|e| e.to_string())?;
-                self.event(
-                    record,
-                    format!("{POWER}.end"),
-                    "info",
-                    json!({"action": action_name(action)}),
-                )
-                .await;
-                Ok(())
-            }
-            Err(e) => {
-                if opens_window {
-                    record.node.driver_internal_info.remove("boot_window");
-                    if let Some(windows) = &self.windows {
-                        windows.close(&record.node.uuid);
-                    }
-                }
-                let message = format!("power {} failed: {e}", action_name(action));
-                record.node.last_error = Some(message.clone());
-                self.save(record).await.map_err(|e| e.to_string())?;
-                self.event(
-                    record,
-                    format!("{POWER}.error"),
-                    "error",
-                    json!({"action": action_name(action), "error": message}),
-                )
-                .await;
-                Err(message)
-            }
-        }
-    }
-
-    /// Tear down: power off, detach the volumes (events at the start and end of the storage
-    /// detach come from the storage interface), forget deployment details.
-    async fn undeploy(&self, record: &mut NodeRecord) -> Result<(), String> {
-        if record.node.power_state != Some(PowerState::Off) {
-            self.power_action(record, PowerAction::Off).await?;
-        }
-        let storage = self.storage.for_node(record).map_err(|e| e.to_string())?;
-        storage
-            .detach_volumes(record)
-            .await
-            .map_err(|e| format!("detaching volumes failed: {e}"))?;
-        self.reload(record).await.map_err(|e| e.to_string())?;
-        for key in ["deploy", "deployed_image", "deployed_by", "boot_device"] {
-            record.node.driver_internal_info.remove(key);
-        }
-        record.node.instance_info.remove("boot_option");
-        // Nova's association ends with the deployment, as in Ironic's tear-down.
-        record.node.instance_uuid = None;
-        Ok(())
-    }
-
-    /// Adopt: an OS deployed by other means; attach the volumes and serve the node's script.
-    async fn adopt(&self, record: &mut NodeRecord) -> Result<(), String> {
-        let report = self.validate(record).await;
-        let failures: Vec<&InterfaceCheck> =
-            report.0.iter().filter(|c| !c.result && c.interface != "deploy").collect();
-        if !failures.is_empty() {
-            return Err(format!("validation failed: {}", report.failures()));
-        }
-        let storage = self.storage.for_node(record).map_err(|e| e.to_string())?;
-        storage
-            .attach_volumes(record)
-            .await
-            .map_err(|e| format!("attaching volumes failed: {e}"))?;
-        self.reload(record).await.map_err(|e| e.to_string())?;
-        set_boot_option(record, self.config.default.default_storage_interface).map_err(|e| e.0)?;
-        Ok(())
-    }
-
-    /// A power action requested by an operator. With `[cinder] toggle_attachments_with_power`,
-    /// an active boot-from-volume node's volumes are attached before power-on (a failure
-    /// aborts it) and detached after power-off.
-    async fn power_locked(
-        &self,
-        record: &mut NodeRecord,
-        action: PowerAction,
-    ) -> Result<(), ConductorError> {
-        let toggles = self.config.cinder.toggle_attachments_with_power
-            && record.node.provision_state == ProvisionState::Active
-            && record
-                .node
-                .effective_storage_interface(self.config.default.default_storage_interface)
-                != StorageInterfaceName::Noop;
-        let storage = self.storage.for_node(record)?;
-        if toggles && matches!(action, PowerAction::On | PowerAction::Reboot) {
-            if let Err(e) = storage.attach_volumes(record).await {
-                let message =
-                    format!("power {} aborted: attaching volumes failed: {e}", action_name(action));
-                self.reload(record).await?;
-                record.node.last_error = Some(message.clone());
-                self.save(record).await?;
-                self.event(
-                    record,
-                    format!("{POWER}.error"),
-                    "error",
-                    json!({"action": action_name(action), "error": message}),
-                )
-                .await;
-                return Err(ConductorError::Failed(message));
-            }
-            self.reload(record).await?;
-        }
-        record.node.last_error = None;
-        self.power_action(record, action).await.map_err(ConductorError::Failed)?;
-        if toggles && matches!(action, PowerAction::Off | PowerAction::SoftOff) {
-            if let Err(e) = storage.detach_volumes(record).await {
-                let message = format!("powered off, but detaching volumes failed: {e}");
-                self.reload(record).await?;
-                record.node.last_error = Some(message.clone());
-                self.save(record).await?;
-                return Err(ConductorError::Failed(message));
-            }
-            self.reload(record).await?;
-        }
         Ok(())
     }
 
@@ -823,113 +436,6 @@ impl Conductor {
             self.db.run(move |db| db.delete_node(&uuid)).await.map_err(ConductorError::from)
         };
         result.map(|()| record)
-    }
-
-    /// Ends actions a crashed process left half done: `deploying` becomes `deploy failed` (its
-    /// volumes detached), `deleting` becomes `error`, a pending power target is cleared, each
-    /// with `last_error` and an event. Nodes a live process holds are left alone.
-    pub async fn recover_interrupted(&self) -> Result<Vec<String>, ConductorError> {
-        let states: Vec<ProvisionState> =
-            INTERRUPTIBLE.iter().map(|(passing, ..)| *passing).collect();
-        let records = self.db.run(move |db| db.node_records_interrupted(&states)).await?;
-        let mut recovered = Vec::new();
-        for record in records.into_iter().filter(stuck) {
-            if let Some(line) = self.recover_node(&record).await? {
-                recovered.push(line);
-            }
-        }
-        if !recovered.is_empty() {
-            self.changed();
-        }
-        Ok(recovered)
-    }
-
-    /// Ends the interrupted action of one node, if it has one; the line says what was done.
-    async fn recover_node(&self, listed: &NodeRecord) -> Result<Option<String>, ConductorError> {
-        // A node a live action holds is not stuck: its action is not over.
-        let Ok(lock) = self.lock(listed, "recovery").await else { return Ok(None) };
-        // Read again under the lock: the action may have ended since the list was read.
-        let uuid = listed.node.uuid.clone();
-        let mut record = match self.db.run(move |db| db.node_record(&uuid)).await {
-            Ok(Some(record)) if stuck(&record) => record,
-            other => {
-                lock.release().await;
-                return other.map(|_| None).map_err(ConductorError::from);
-            }
-        };
-        if record.node.provision_state == ProvisionState::Deploying {
-            if let Ok(storage) = self.storage.for_node(&record)
-                && let Err(e) = storage.detach_volumes(&record).await
-            {
-                tracing::warn!(node = record.node.name, error = %e, "detaching after an interrupted deploy");
-            }
-            let _ = self.reload(&mut record).await;
-        }
-        let state = record.node.provision_state;
-        let what = match INTERRUPTIBLE.iter().find(|(passing, ..)| *passing == state) {
-            Some(&(_, failed, what)) => {
-                record.node.provision_state = failed;
-                what
-            }
-            None => "power action",
-        };
-        record.node.target_provision_state = None;
-        record.node.target_power_state = None;
-        let message = format!(
-            "the {what} was interrupted (the bootvol process running it ended); run it again"
-        );
-        record.node.last_error = Some(message.clone());
-        let saved = self.save(&record).await;
-        if saved.is_ok() {
-            self.event(&record, format!("{PROVISION}.error"), "error", json!({"error": message}))
-                .await;
-        }
-        lock.release().await;
-        saved.map(|()| Some(format!("{}: {message}", record.node.name)))
-    }
-
-    /// Records power states changed out of band (someone pressed the button), for nodes no
-    /// action holds. Returns the nodes corrected.
-    pub async fn sync_power_states(&self) -> Result<Vec<String>, ConductorError> {
-        let records = self.db.run(|db| db.node_records_with_bmc()).await?;
-        let mut corrected = Vec::new();
-        for record in records.into_iter().filter(|r| {
-            !matches!(r.node.driver, Driver::Fake | Driver::FakeHardware) && !r.node.maintenance
-        }) {
-            let Ok(lock) = self.lock(&record, "power sync").await else { continue };
-            // Read again under the lock: an action may have ended since the list was read.
-            let Ok(Some(mut record)) = self
-                .db
-                .run({
-                    let uuid = record.node.uuid.clone();
-                    move |db| db.node_record(&uuid)
-                })
-                .await
-            else {
-                lock.release().await;
-                continue;
-            };
-            match self.driver(record.node.driver).power_state(&record.node).await {
-                Ok(state) if Some(state) != record.node.power_state => {
-                    let previous = record.node.power_state;
-                    record.node.power_state = Some(state);
-                    let uuid = record.node.uuid.clone();
-                    self.db.run(move |db| db.set_power_state(&uuid, state)).await?;
-                    self.event(
-                        &record,
-                        "baremetal.node.power_state_corrected.success".into(),
-                        "info",
-                        json!({"previous_power_state": previous}),
-                    )
-                    .await;
-                    corrected.push(record.node.name.clone());
-                }
-                Ok(_) => {}
-                Err(e) => tracing::warn!(node = record.node.name, error = %e, "power state sync"),
-            }
-            lock.release().await;
-        }
-        Ok(corrected)
     }
 
     /// Waits until a scenario-4 deployment leaves `wait call-back`, for at most `timeout`.
@@ -1000,25 +506,6 @@ impl Conductor {
     }
 }
 
-/// Whether a node shows an action in flight (which, without a live lock holder, a crash cut
-/// short).
-/// The provision states an action passes through, which a crash can leave a node in: each with
-/// the state recovery ends it in and what the interrupted action was.
-const INTERRUPTIBLE: &[(ProvisionState, ProvisionState, &str)] = &[
-    (ProvisionState::Deploying, ProvisionState::DeployFailed, "deploy"),
-    (ProvisionState::Deleting, ProvisionState::Error, "undeploy"),
-    (ProvisionState::Cleaning, ProvisionState::CleanFailed, "cleaning"),
-    (ProvisionState::Inspecting, ProvisionState::InspectFailed, "inspection"),
-    (ProvisionState::Adopting, ProvisionState::AdoptFailed, "adoption"),
-    (ProvisionState::Rescuing, ProvisionState::RescueFailed, "rescue"),
-    (ProvisionState::Unrescuing, ProvisionState::UnrescueFailed, "unrescue"),
-];
-
-fn stuck(record: &NodeRecord) -> bool {
-    INTERRUPTIBLE.iter().any(|(passing, ..)| *passing == record.node.provision_state)
-        || record.node.target_power_state.is_some()
-}
-
 /// What an action started through [`Conductor::start`] does.
 #[derive(Debug, Clone)]
 pub enum Action {
@@ -1076,15 +563,6 @@ impl Started {
         self.handle.await.unwrap_or_else(|e| {
             Err(ConductorError::Failed(format!("the action ended before it finished: {e}")))
         })
-    }
-}
-
-fn action_name(action: PowerAction) -> &'static str {
-    match action {
-        PowerAction::On => "power on",
-        PowerAction::Off => "power off",
-        PowerAction::Reboot => "reboot",
-        PowerAction::SoftOff => "soft power off",
     }
 }
 

@@ -424,7 +424,8 @@ mod tests {
     async fn secrets_edit_rules_uniqueness_and_events_are_the_services() {
         let config = Arc::new(Config::from_toml("", "test").unwrap());
         let db = SharedDb::new(Db::open_in_memory().unwrap());
-        let nodes = NodeService::new(Conductor::new(Arc::clone(&config), db.clone()).unwrap());
+        let nodes =
+            NodeService::new(Conductor::from_config(Arc::clone(&config), db.clone()).unwrap());
         let node = |doc: Value| bootvol_core::inventory::parse_node(&doc, &config).unwrap();
 
         // A masked secret with nothing stored is refused; sent back, it keeps the stored one.

@@ -197,6 +197,25 @@ fn failure_message(stdout: &str, stderr: &str) -> String {
     chosen.join("; ")
 }
 
+/// The `ipmitool` process for one command: the password in its environment only (never on
+/// its command line), the C locale, no standard input.
+fn ipmitool_command(info: &Info, command: &[&str]) -> std::process::Command {
+    #[allow(clippy::disallowed_methods)] // the one place bootvol starts a process
+    let mut ipmitool = std::process::Command::new("ipmitool");
+    ipmitool
+        .args(ipmitool_args(info, command))
+        .env_remove("IPMI_PASSWORD")
+        .env_remove("IPMITOOL_PASSWORD")
+        .env("LC_ALL", "C")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if let Some(password) = &info.password {
+        ipmitool.env("IPMI_PASSWORD", password.expose());
+    }
+    ipmitool
+}
+
 fn lines_of(text: &str) -> Vec<String> {
     text.lines().map(str::trim).filter(|l| !l.is_empty()).map(str::to_owned).collect()
 }
@@ -213,19 +232,7 @@ impl Ipmi {
             node = %node.uuid, command = %command.join(" "), host = %info.host, port = info.port,
             "ipmitool"
         );
-        #[allow(clippy::disallowed_methods)] // the one place bootvol starts a process
-        let mut ipmitool = std::process::Command::new("ipmitool");
-        ipmitool
-            .args(ipmitool_args(info, command))
-            .env_remove("IPMI_PASSWORD")
-            .env_remove("IPMITOOL_PASSWORD")
-            .env("LC_ALL", "C")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        if let Some(password) = &info.password {
-            ipmitool.env("IPMI_PASSWORD", password.expose());
-        }
+        let ipmitool = ipmitool_command(info, command);
         // Set when the run is over for the caller (deadline, or the caller went away): the
         // thread that owns the child then kills and reaps it.
         let cancel = CancelOnDrop(Arc::new(AtomicBool::new(false)));

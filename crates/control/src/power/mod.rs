@@ -1,8 +1,9 @@
 //! Power drivers: turning nodes on and off and choosing what they boot, through their BMC.
 //!
-//! The [`PowerDriver`] trait is the seam the conductor calls; [`driver_for`] picks the
-//! implementation from the node's hardware type: [`fake`] (no BMC, for demos and tests),
-//! [`redfish`] (HTTP, Redfish `ComputerSystem`) and [`ipmi`] (`ipmitool` over IPMI 2.0 lanplus).
+//! The [`PowerDriver`] trait is the seam the conductor calls; [`PowerDrivers`] (the conductor's,
+//! given to it from outside) and [`driver_for`] pick the implementation from the node's hardware
+//! type: [`fake`] (no BMC, for demos and tests), [`redfish`] (HTTP, Redfish `ComputerSystem`)
+//! and [`ipmi`] (`ipmitool` over IPMI 2.0 lanplus).
 //! Each reads Ironic's `driver_info` field names. [`metered`] wraps any of them to count its BMC
 //! calls in the metrics.
 //!
@@ -102,12 +103,46 @@ impl Default for PowerSettings {
     }
 }
 
-/// The driver for a hardware type.
+/// The driver for a hardware type, made for this call (a fake's call log starts empty: a
+/// conductor uses [`PowerDrivers`], whose one fake keeps its log).
 pub fn driver_for(driver: Driver, settings: &PowerSettings) -> Arc<dyn PowerDriver> {
-    match driver {
-        Driver::Fake | Driver::FakeHardware => Arc::new(fake::FakePower::new()),
-        Driver::Redfish => Arc::new(redfish::Redfish::new(*settings)),
-        Driver::Ipmi => Arc::new(ipmi::Ipmi::new(*settings)),
+    PowerDrivers::new(*settings).driver(driver)
+}
+
+/// The power drivers of a conductor, one per hardware type: one [`fake::FakePower`] shared by
+/// every call (so its call log holds everything the conductor did through it), and the settings
+/// the Redfish and IPMI drivers are made with.
+#[derive(Debug, Clone)]
+pub struct PowerDrivers {
+    fake: Arc<fake::FakePower>,
+    settings: PowerSettings,
+}
+
+impl PowerDrivers {
+    /// A fresh fake, and Redfish and IPMI with `settings`.
+    pub fn new(settings: PowerSettings) -> PowerDrivers {
+        PowerDrivers::with_fake(settings, Arc::new(fake::FakePower::new()))
+    }
+
+    /// `fake` answers for the `fake` and `fake-hardware` types (a test keeps a handle on it to
+    /// read its call log).
+    pub fn with_fake(settings: PowerSettings, fake: Arc<fake::FakePower>) -> PowerDrivers {
+        PowerDrivers { fake, settings }
+    }
+
+    /// The one fake driver.
+    pub fn fake(&self) -> &Arc<fake::FakePower> {
+        &self.fake
+    }
+
+    /// The driver for a hardware type: the shared fake, or a Redfish or IPMI driver made for
+    /// this call.
+    pub fn driver(&self, driver: Driver) -> Arc<dyn PowerDriver> {
+        match driver {
+            Driver::Fake | Driver::FakeHardware => Arc::clone(&self.fake) as Arc<dyn PowerDriver>,
+            Driver::Redfish => Arc::new(redfish::Redfish::new(self.settings)),
+            Driver::Ipmi => Arc::new(ipmi::Ipmi::new(self.settings)),
+        }
     }
 }
 

@@ -72,6 +72,22 @@ struct Info {
 }
 
 fn parse_info(node: &Node) -> Result<Info, PowerError> {
+    let base = parse_address(node)?;
+    let system_id = parse_system_id(node)?;
+    let (username, password) = parse_credentials(node)?;
+    let verify_ca = parse_verify_ca(node)?;
+    Ok(Info {
+        base,
+        system_id: system_id.map(str::to_owned),
+        username: username.map(str::to_owned),
+        password: password.map(|p| Secret(p.to_owned())),
+        verify_ca,
+    })
+}
+
+/// `redfish_address`: an http(s) URL with a host (https when no scheme is given), without
+/// credentials, query or fragment.
+fn parse_address(node: &Node) -> Result<Url, PowerError> {
     let address = required_str(node, "redfish_address")?;
     no_control_chars("redfish_address", address)?;
     let with_scheme =
@@ -95,7 +111,11 @@ fn parse_info(node: &Node) -> Result<Info, PowerError> {
             "redfish_address must not have a query or fragment: {address:?}"
         )));
     }
+    Ok(base)
+}
 
+/// `redfish_system_id`, when given: the system's path.
+fn parse_system_id(node: &Node) -> Result<Option<&str>, PowerError> {
     let system_id = optional_str(node, "redfish_system_id")?;
     if let Some(id) = system_id
         && (!id.starts_with('/') || id.starts_with("//") || id.chars().any(char::is_whitespace))
@@ -104,7 +124,11 @@ fn parse_info(node: &Node) -> Result<Info, PowerError> {
             "redfish_system_id must be the system's path, like /redfish/v1/Systems/1, not {id:?}"
         )));
     }
+    Ok(system_id)
+}
 
+/// `redfish_username` and `redfish_password` (a password needs a user name).
+fn parse_credentials(node: &Node) -> Result<(Option<&str>, Option<&str>), PowerError> {
     let username = optional_str(node, "redfish_username")?;
     if let Some(user) = username {
         no_control_chars("redfish_username", user)?;
@@ -120,7 +144,11 @@ fn parse_info(node: &Node) -> Result<Info, PowerError> {
             "redfish_password is set but redfish_username is not".to_owned(),
         ));
     }
+    Ok((username, password))
+}
 
+/// `redfish_verify_ca`: a boolean (or its spelling as a string), or the path of a CA file.
+fn parse_verify_ca(node: &Node) -> Result<VerifyCa, PowerError> {
     let verify_ca = match node.driver_info.get("redfish_verify_ca") {
         None | Some(Value::Null) => VerifyCa::Yes,
         Some(Value::Bool(true)) => VerifyCa::Yes,
@@ -144,14 +172,7 @@ fn parse_info(node: &Node) -> Result<Info, PowerError> {
             ));
         }
     };
-
-    Ok(Info {
-        base,
-        system_id: system_id.map(str::to_owned),
-        username: username.map(str::to_owned),
-        password: password.map(|p| Secret(p.to_owned())),
-        verify_ca,
-    })
+    Ok(verify_ca)
 }
 
 impl Redfish {

@@ -4,7 +4,7 @@
 //!
 //! Three implementations: `noop` (the default; does nothing), `external` (the operator records
 //! the connection info; attach and detach only check it), and `cinder` (the Cinder client does
-//! the work; see `cinder.rs`). The seam is a trait because Cinder is an external system.
+//! the work; see `cinder/`). The seam is a trait because Cinder is an external system.
 //! The database handle, events and node locks are `db`'s ([`bootvol_db::SharedDb`]).
 
 mod cinder;
