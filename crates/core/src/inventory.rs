@@ -278,41 +278,13 @@ fn node_spec(value: &Value, config: &Config) -> Result<NodeSpec, String> {
     let mut o = Object::new(value, "node")?;
     let name = o.string("name")?.ok_or("name: missing")?;
     check_node_name(&name).map_err(|e| format!("name: {e}"))?;
-    let storage_interface = o.parsed::<StorageInterfaceName>("storage_interface")?;
-    if let Some(s) = storage_interface
-        && !config.storage_interface_enabled(s)
-    {
-        let enabled: Vec<&str> =
-            config.default.enabled_storage_interfaces.iter().map(|s| s.as_str()).collect();
-        return Err(format!(
-            "storage_interface: {s} is not enabled (enabled: {})",
-            enabled.join(", ")
-        ));
-    }
+    let storage_interface = enabled_storage_interface(&mut o, config)?;
     let properties = o.map("properties")?;
-    if let Some(caps) = properties.get("capabilities") {
-        match caps {
-            Value::String(text) => {
-                text.parse::<crate::model::capabilities::NodeCapabilities>()
-                    .map_err(|e| format!("properties.capabilities: {e}"))?;
-            }
-            other => {
-                return Err(format!(
-                    "properties.capabilities: must be a \"key:value,...\" string, not {other}"
-                ));
-            }
-        }
-    }
+    check_capabilities(&properties)?;
     let instance_info = o.map("instance_info")?;
     check_instance_info(&instance_info)?;
     let driver: Driver = o.parsed("driver")?.unwrap_or(Driver::Fake);
-    let mut interfaces = Interfaces::default();
-    for kind in Interfaces::KINDS {
-        if let Some(value) = o.string(&kind.field())? {
-            hardware::check(driver, *kind, &value).map_err(|e| format!("{}: {e}", kind.field()))?;
-            interfaces.set(*kind, Some(value));
-        }
-    }
+    let interfaces = hardware_interfaces(&mut o, driver)?;
     let resource_class = o.string("resource_class")?;
     if let Some(class) = &resource_class
         && (class.is_empty() || class.len() > 80)
@@ -349,13 +321,64 @@ fn node_spec(value: &Value, config: &Config) -> Result<NodeSpec, String> {
         volume_targets: o.items("volume_targets", target_spec)?,
     };
     o.finish()?;
+    check_boot_indexes(&spec.volume_targets)?;
+    Ok(spec)
+}
+
+/// The node's `storage_interface`, if it sets one: only an interface the configuration enables.
+fn enabled_storage_interface(
+    o: &mut Object,
+    config: &Config,
+) -> Result<Option<StorageInterfaceName>, String> {
+    let storage_interface = o.parsed::<StorageInterfaceName>("storage_interface")?;
+    if let Some(s) = storage_interface
+        && !config.storage_interface_enabled(s)
+    {
+        let enabled: Vec<&str> =
+            config.default.enabled_storage_interfaces.iter().map(|s| s.as_str()).collect();
+        return Err(format!(
+            "storage_interface: {s} is not enabled (enabled: {})",
+            enabled.join(", ")
+        ));
+    }
+    Ok(storage_interface)
+}
+
+/// `properties.capabilities`, if given: a `"key:value,..."` string that parses.
+fn check_capabilities(properties: &JsonMap) -> Result<(), String> {
+    match properties.get("capabilities") {
+        None => Ok(()),
+        Some(Value::String(text)) => text
+            .parse::<crate::model::capabilities::NodeCapabilities>()
+            .map(|_| ())
+            .map_err(|e| format!("properties.capabilities: {e}")),
+        Some(other) => {
+            Err(format!("properties.capabilities: must be a \"key:value,...\" string, not {other}"))
+        }
+    }
+}
+
+/// The hardware interfaces the node names (power, management...), each one `driver` supports.
+fn hardware_interfaces(o: &mut Object, driver: Driver) -> Result<Interfaces, String> {
+    let mut interfaces = Interfaces::default();
+    for kind in Interfaces::KINDS {
+        if let Some(value) = o.string(&kind.field())? {
+            hardware::check(driver, *kind, &value).map_err(|e| format!("{}: {e}", kind.field()))?;
+            interfaces.set(*kind, Some(value));
+        }
+    }
+    Ok(interfaces)
+}
+
+/// No two volume targets of one node share a `boot_index`.
+fn check_boot_indexes(targets: &[TargetSpec]) -> Result<(), String> {
     let mut boot_indexes = HashSet::new();
-    for t in &spec.volume_targets {
+    for t in targets {
         if !boot_indexes.insert(t.boot_index) {
             return Err(format!("volume_targets: boot_index {} is used twice", t.boot_index));
         }
     }
-    Ok(spec)
+    Ok(())
 }
 
 fn port_spec(value: &Value) -> Result<PortSpec, String> {

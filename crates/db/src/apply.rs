@@ -46,47 +46,9 @@ impl Db {
         let mut report = ApplyReport::default();
         let mut errors = Vec::new();
         if prune {
-            let keep: HashSet<&str> = specs.iter().map(|s| s.name.as_str()).collect();
-            for record in existing.iter().filter(|r| !keep.contains(r.node.name.as_str())) {
-                // Unlike Ironic, a node is never deleted with volumes still attached in Cinder.
-                let live: i64 = tx
-                    .query_one(
-                        "SELECT COUNT(*) FROM volume_attachments WHERE node_uuid = ?1 \
-                         AND (state IN ('attaching', 'attached', 'detaching') OR (state = 'failed' AND step != 'undone'))",
-                        args![&record.node.uuid],
-                    )?
-                    .get(0)?;
-                if live > 0 {
-                    errors.push(format!(
-                        "node {}: has volumes attached; detach them (bootvol volumes detach {}) before pruning it",
-                        record.node.name, record.node.name
-                    ));
-                    continue;
-                }
-                tx.execute(
-                    "DELETE FROM volume_attachments WHERE node_uuid = ?1",
-                    args![&record.node.uuid],
-                )?;
-                tx.execute("DELETE FROM nodes WHERE uuid = ?1", args![&record.node.uuid])?;
-                tx.changed("nodes", &record.node.uuid, "delete");
-                report.deleted.push(record.node.name.clone());
-            }
+            prune_unlisted(&tx, &existing, specs, &mut report, &mut errors)?;
         }
-        let mut node_ids = Vec::new();
-        for spec in specs {
-            let stored = find(&existing, spec);
-            match upsert_node(&tx, spec, stored) {
-                Ok((id, changed)) => {
-                    node_ids.push(id);
-                    match (stored, changed) {
-                        (None, _) => report.created.push(spec.name.clone()),
-                        (Some(_), true) => report.updated.push(spec.name.clone()),
-                        (Some(_), false) => report.unchanged.push(spec.name.clone()),
-                    }
-                }
-                Err(e) => errors.push(format!("node {}: {e}", spec.name)),
-            }
-        }
+        let node_ids = upsert_nodes(&tx, &existing, specs, &mut report, &mut errors);
         if !errors.is_empty() {
             return Err(ApplyError::Conflicts(errors));
         }
@@ -95,22 +57,99 @@ impl Db {
         for spec in specs {
             remove_unlisted_children(&tx, spec, find(&existing, spec))?;
         }
-        for (spec, &id) in specs.iter().zip(&node_ids) {
-            let stored = find(&existing, spec);
-            match upsert_children(&tx, spec, id, stored) {
-                Ok(true) if stored.is_some() && !report.updated.contains(&spec.name) => {
-                    report.unchanged.retain(|n| n != &spec.name);
-                    report.updated.push(spec.name.clone());
-                }
-                Ok(_) => {}
-                Err(e) => errors.push(format!("node {}: {e}", spec.name)),
-            }
-        }
+        upsert_all_children(&tx, &existing, specs, &node_ids, &mut report, &mut errors);
         if !errors.is_empty() {
             return Err(ApplyError::Conflicts(errors));
         }
         tx.commit()?;
         Ok(report)
+    }
+}
+
+/// Deletes the stored nodes `specs` does not name, except those with volumes still attached in
+/// Cinder (an error each).
+fn prune_unlisted(
+    tx: &Tx<'_>,
+    existing: &[NodeRecord],
+    specs: &[NodeSpec],
+    report: &mut ApplyReport,
+    errors: &mut Vec<String>,
+) -> Result<(), ApplyError> {
+    let keep: HashSet<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+    for record in existing.iter().filter(|r| !keep.contains(r.node.name.as_str())) {
+        // Unlike Ironic, a node is never deleted with volumes still attached in Cinder.
+        let live: i64 = tx
+            .query_one(
+                "SELECT COUNT(*) FROM volume_attachments WHERE node_uuid = ?1 \
+                 AND (state IN ('attaching', 'attached', 'detaching') OR (state = 'failed' AND step != 'undone'))",
+                args![&record.node.uuid],
+            )?
+            .get(0)?;
+        if live > 0 {
+            errors.push(format!(
+                "node {}: has volumes attached; detach them (bootvol volumes detach {}) before pruning it",
+                record.node.name, record.node.name
+            ));
+            continue;
+        }
+        tx.execute(
+            "DELETE FROM volume_attachments WHERE node_uuid = ?1",
+            args![&record.node.uuid],
+        )?;
+        tx.execute("DELETE FROM nodes WHERE uuid = ?1", args![&record.node.uuid])?;
+        tx.changed("nodes", &record.node.uuid, "delete");
+        report.deleted.push(record.node.name.clone());
+    }
+    Ok(())
+}
+
+/// Inserts or updates each spec's node row, reporting it created, updated or unchanged (or
+/// an error); returns the ids of the rows, in `specs` order (complete when no error).
+fn upsert_nodes(
+    tx: &Tx<'_>,
+    existing: &[NodeRecord],
+    specs: &[NodeSpec],
+    report: &mut ApplyReport,
+    errors: &mut Vec<String>,
+) -> Vec<i64> {
+    let mut node_ids = Vec::new();
+    for spec in specs {
+        let stored = find(existing, spec);
+        match upsert_node(tx, spec, stored) {
+            Ok((id, changed)) => {
+                node_ids.push(id);
+                match (stored, changed) {
+                    (None, _) => report.created.push(spec.name.clone()),
+                    (Some(_), true) => report.updated.push(spec.name.clone()),
+                    (Some(_), false) => report.unchanged.push(spec.name.clone()),
+                }
+            }
+            Err(e) => errors.push(format!("node {}: {e}", spec.name)),
+        }
+    }
+    node_ids
+}
+
+/// Inserts or updates each node's ports, connectors and targets; a stored node whose children
+/// changed is reported updated rather than unchanged.
+fn upsert_all_children(
+    tx: &Tx<'_>,
+    existing: &[NodeRecord],
+    specs: &[NodeSpec],
+    node_ids: &[i64],
+    report: &mut ApplyReport,
+    errors: &mut Vec<String>,
+) {
+    for (spec, &id) in specs.iter().zip(node_ids) {
+        let stored = find(existing, spec);
+        match upsert_children(tx, spec, id, stored) {
+            Ok(true) if stored.is_some() && !report.updated.contains(&spec.name) => {
+                report.unchanged.retain(|n| n != &spec.name);
+                report.updated.push(spec.name.clone());
+            }
+            Ok(_) => {}
+            Err(e) => errors.push(format!("node {}: {e}", spec.name)),
+        }
     }
 }
 

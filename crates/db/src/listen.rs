@@ -69,7 +69,7 @@ pub async fn listen(
 /// Drives one connection: `LISTEN`, then notifications until it ends.
 async fn run<S, T>(
     client: tokio_postgres::Client,
-    mut connection: tokio_postgres::Connection<S, T>,
+    connection: tokio_postgres::Connection<S, T>,
     events: &dyn ListenEvents,
     shutdown: &CancellationToken,
     backoff: &mut Duration,
@@ -79,18 +79,7 @@ where
     T: AsyncRead + AsyncWrite + Unpin,
 {
     let (messages_tx, mut messages) = tokio::sync::mpsc::unbounded_channel();
-    let mut driver = std::pin::pin!(std::future::poll_fn(move |cx| {
-        loop {
-            match connection.poll_message(cx) {
-                Poll::Ready(Some(Ok(message))) => {
-                    let _ = messages_tx.send(message);
-                }
-                Poll::Ready(Some(Err(e))) => return Poll::Ready(Err(e)),
-                Poll::Ready(None) => return Poll::Ready(Ok(())),
-                Poll::Pending => return Poll::Pending,
-            }
-        }
-    }));
+    let mut driver = std::pin::pin!(drive(connection, messages_tx));
     let statement = format!("LISTEN {CHANNEL}");
     let listen = client.batch_execute(&statement);
     tokio::select! {
@@ -115,16 +104,54 @@ where
                 }
             }
             _ = probe.tick() => {
-                let ping = client.simple_query("SELECT 1");
-                tokio::select! {
-                    done = &mut driver => return done,
-                    answered = tokio::time::timeout(Duration::from_secs(5), ping) => match answered {
-                        Ok(Ok(_)) => {}
-                        Ok(Err(e)) => return Err(e),
-                        Err(_) => return Ok(()),
-                    },
+                if !answers_probe(&client, driver.as_mut()).await? {
+                    return Ok(());
                 }
             }
         }
+    }
+}
+
+/// The connection's messages, forwarded to `messages` (notifications among them): the future
+/// ends when the connection does.
+fn drive<S, T>(
+    mut connection: tokio_postgres::Connection<S, T>,
+    messages: tokio::sync::mpsc::UnboundedSender<tokio_postgres::AsyncMessage>,
+) -> impl Future<Output = Result<(), tokio_postgres::Error>>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+    T: AsyncRead + AsyncWrite + Unpin,
+{
+    std::future::poll_fn(move |cx| {
+        loop {
+            match connection.poll_message(cx) {
+                Poll::Ready(Some(Ok(message))) => {
+                    let _ = messages.send(message);
+                }
+                Poll::Ready(Some(Err(e))) => return Poll::Ready(Err(e)),
+                Poll::Ready(None) => return Poll::Ready(Ok(())),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    })
+}
+
+/// Whether the server answers `SELECT 1` within 5 seconds, driving the connection meanwhile;
+/// `Ok(false)` when it did not answer in time or the connection ended cleanly.
+async fn answers_probe<D>(
+    client: &tokio_postgres::Client,
+    mut driver: std::pin::Pin<&mut D>,
+) -> Result<bool, tokio_postgres::Error>
+where
+    D: Future<Output = Result<(), tokio_postgres::Error>>,
+{
+    let ping = client.simple_query("SELECT 1");
+    tokio::select! {
+        done = &mut driver => done.map(|()| false),
+        answered = tokio::time::timeout(Duration::from_secs(5), ping) => match answered {
+            Ok(Ok(_)) => Ok(true),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Ok(false),
+        },
     }
 }

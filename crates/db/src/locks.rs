@@ -146,20 +146,7 @@ impl Db {
     ) -> Result<Result<(), LockHolder>, DbError> {
         let until = now + lease;
         let Some(holder) = self.lock_holder(node_uuid)? else {
-            let taken = self.conn.execute(
-                "INSERT INTO node_locks (node_uuid, action, pid, process_start, instance_id, nonce, lease_expires_at) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (node_uuid) DO NOTHING",
-                args![node_uuid, &token.verb, token.process.pid, &token.process.start, &token.instance, &token.nonce, until],
-            )?;
-            return match taken {
-                1 => Ok(Ok(())),
-                // Another action took it between the read and the insert.
-                _ => Ok(Err(self.lock_holder(node_uuid)?.ok_or(DbError::Corrupt {
-                    table: "node_locks",
-                    key: node_uuid.to_owned(),
-                    message: "a lock vanished while being taken".into(),
-                })?)),
-            };
+            return self.insert_lock(node_uuid, token, until);
         };
         if !holder.held_by(token) {
             if holder.live(now) {
@@ -173,7 +160,42 @@ impl Db {
                 "taking over the lock of an action that is gone"
             );
         }
-        // Compare-and-swap on the holder read above.
+        self.swap_lock(node_uuid, token, until, holder)
+    }
+
+    /// Takes a lock no one holds; the holder if another action took it between the read and
+    /// the insert.
+    fn insert_lock(
+        &self,
+        node_uuid: &str,
+        token: &ActionToken,
+        until: i64,
+    ) -> Result<Result<(), LockHolder>, DbError> {
+        let taken = self.conn.execute(
+            "INSERT INTO node_locks (node_uuid, action, pid, process_start, instance_id, nonce, lease_expires_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (node_uuid) DO NOTHING",
+            args![node_uuid, &token.verb, token.process.pid, &token.process.start, &token.instance, &token.nonce, until],
+        )?;
+        match taken {
+            1 => Ok(Ok(())),
+            // Another action took it between the read and the insert.
+            _ => Ok(Err(self.lock_holder(node_uuid)?.ok_or(DbError::Corrupt {
+                table: "node_locks",
+                key: node_uuid.to_owned(),
+                message: "a lock vanished while being taken".into(),
+            })?)),
+        }
+    }
+
+    /// Re-enters, renews or takes over `holder`'s lock: a compare-and-swap on the holder read,
+    /// so the lock goes to `token` only if no one changed it since; else the holder now.
+    fn swap_lock(
+        &self,
+        node_uuid: &str,
+        token: &ActionToken,
+        until: i64,
+        holder: LockHolder,
+    ) -> Result<Result<(), LockHolder>, DbError> {
         let swapped = self.conn.execute(
             "UPDATE node_locks SET action = ?2, pid = ?3, process_start = ?4, instance_id = ?5, \
              nonce = ?6, lease_expires_at = ?7, \

@@ -314,7 +314,7 @@ mod tests {
             tracing::info!(field = 1.5f64);
         });
         assert_eq!(ours, stock);
-        assert!(ours.contains("  INFO bootvol::logging::tests: boot script client=192.0.2.7:4011 mac=\"52:54:00:00:00:01\" node=\"n\\\"1\" n=3 d=-2 ok=true"), "{ours}");
+        assert!(ours.contains("  INFO bootvol_runtime::logging::tests: boot script client=192.0.2.7:4011 mac=\"52:54:00:00:00:01\" node=\"n\\\"1\" n=3 d=-2 ok=true"), "{ours}");
         let (ours, stock) = both(|| {
             let tab = "a\tb";
             tracing::info!(

@@ -76,7 +76,8 @@ pub fn decide(
     default_storage: StorageInterfaceName,
 ) -> Result<Scenario, ScenarioError> {
     let node = &record.node;
-    if node.effective_storage_interface(default_storage) == StorageInterfaceName::Noop {
+    let storage = node.effective_storage_interface(default_storage);
+    if storage == StorageInterfaceName::Noop {
         return Ok(Scenario::NotBootFromVolume);
     }
     let caps = node.capabilities().map_err(|e| ScenarioError(e.0))?;
@@ -84,7 +85,6 @@ pub fn decide(
     let nfs_root = node.instance_info.get("nfs_root").filter(|v| !v.is_null());
 
     if caps.flag("hba_boot") {
-        let storage = node.effective_storage_interface(default_storage);
         return decide_hba(record, &caps, boot_target, storage);
     }
     if caps.flag("nfs_boot")
@@ -93,26 +93,43 @@ pub fn decide(
     {
         return decide_nfs(record, &caps, boot_target, nfs_root.is_some());
     }
-    let Some(boot_target) = boot_target else {
-        if let Some(flag) = ["iscsi_boot", "fibre_channel_boot", "aoe_boot", "http_boot"]
-            .into_iter()
-            .find(|f| caps.flag(f))
-        {
-            return fail(format!(
-                "capability {flag} is true but the node has no volume target with boot_index 0"
-            ));
-        }
-        if !record.volume_targets.is_empty() {
-            return fail(
-                "the node has volume targets but none with boot_index 0 (the boot volume)",
-            );
-        }
-        return Ok(Scenario::NotBootFromVolume);
-    };
+    match boot_target {
+        Some(boot_target) => decide_san(record, &caps, boot_target),
+        None => decide_without_boot_volume(record, &caps),
+    }
+}
+
+/// A node with no boot volume (no target with boot_index 0) is not booted from a volume,
+/// unless a capability or its other targets say it should be: then it is refused.
+fn decide_without_boot_volume(
+    record: &NodeRecord,
+    caps: &NodeCapabilities,
+) -> Result<Scenario, ScenarioError> {
+    if let Some(flag) = ["iscsi_boot", "fibre_channel_boot", "aoe_boot", "http_boot"]
+        .into_iter()
+        .find(|f| caps.flag(f))
+    {
+        return fail(format!(
+            "capability {flag} is true but the node has no volume target with boot_index 0"
+        ));
+    }
+    if !record.volume_targets.is_empty() {
+        return fail("the node has volume targets but none with boot_index 0 (the boot volume)");
+    }
+    Ok(Scenario::NotBootFromVolume)
+}
+
+/// iPXE attaches the boot volume (iSCSI, FCoE, AoE or HTTP SAN), by its type: the capability
+/// and the boot interface must agree, and the initiator must be there.
+fn decide_san(
+    record: &NodeRecord,
+    caps: &NodeCapabilities,
+    boot_target: &VolumeTarget,
+) -> Result<Scenario, ScenarioError> {
     if let VolumeType::Other(other) = &boot_target.volume_type {
         return fail(unknown_type(&boot_target.volume_id, other));
     }
-    require_flag(&caps, boot_target)?;
+    require_flag(caps, boot_target)?;
     require_boot_tag(record, &boot_target.volume_type)?;
     match boot_target.volume_type {
         VolumeType::Iscsi => {
@@ -143,6 +160,8 @@ fn unreachable_nfs() -> Result<Scenario, ScenarioError> {
     fail("internal: NFS boot volume not routed to the NFS root scenario")
 }
 
+/// Scenarios 3 and 4: the node's HBA attaches the boot volume, which only iPXE would
+/// otherwise; with `force_deployment` an image is written onto it first.
 fn decide_hba(
     record: &NodeRecord,
     caps: &NodeCapabilities,
@@ -161,31 +180,8 @@ fn decide_hba(
             ));
         }
     }
-    // The node's own HBA attaches the volume: only Cinder needs an initiator to send with its
-    // attach; with `external` storage the LUN is zoned (or the target set up) by others.
-    let cinder = storage == StorageInterfaceName::Cinder;
-    match &target.volume_type {
-        VolumeType::FibreChannel if cinder => require_wwpn(record)?,
-        VolumeType::Iscsi if cinder => require_one_iqn(record)?,
-        VolumeType::FibreChannel | VolumeType::Iscsi => {}
-        other => {
-            return fail(format!(
-                "boot volume {} is {other}; an HBA boots only fibre_channel or iscsi volumes",
-                target.volume_id
-            ));
-        }
-    }
-    let force_deployment = match record.node.instance_info.get("force_deployment") {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(b)) => *b,
-        Some(Value::String(s)) if s.eq_ignore_ascii_case("true") => true,
-        Some(Value::String(s)) if s.eq_ignore_ascii_case("false") => false,
-        Some(other) => {
-            return fail(format!(
-                "instance_info.force_deployment must be true or false, not {other}"
-            ));
-        }
-    };
+    require_hba_volume(record, target, storage)?;
+    let force_deployment = force_deployment(record)?;
     if force_deployment {
         let tag = volume_deploy_tag(&target.volume_type);
         let interface = record.node.deploy_interface;
@@ -196,6 +192,40 @@ fn decide_hba(
         }
     }
     Ok(Scenario::Hba { force_deployment })
+}
+
+/// An HBA boots only fibre_channel or iscsi volumes; with Cinder the node needs the initiator
+/// its attach sends.
+fn require_hba_volume(
+    record: &NodeRecord,
+    target: &VolumeTarget,
+    storage: StorageInterfaceName,
+) -> Result<(), ScenarioError> {
+    // The node's own HBA attaches the volume: only Cinder needs an initiator to send with its
+    // attach; with `external` storage the LUN is zoned (or the target set up) by others.
+    let cinder = storage == StorageInterfaceName::Cinder;
+    match &target.volume_type {
+        VolumeType::FibreChannel if cinder => require_wwpn(record),
+        VolumeType::Iscsi if cinder => require_one_iqn(record),
+        VolumeType::FibreChannel | VolumeType::Iscsi => Ok(()),
+        other => fail(format!(
+            "boot volume {} is {other}; an HBA boots only fibre_channel or iscsi volumes",
+            target.volume_id
+        )),
+    }
+}
+
+/// `instance_info.force_deployment`: absent or null is false; a boolean, or "true"/"false".
+fn force_deployment(record: &NodeRecord) -> Result<bool, ScenarioError> {
+    match record.node.instance_info.get("force_deployment") {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(Value::String(s)) if s.eq_ignore_ascii_case("true") => Ok(true),
+        Some(Value::String(s)) if s.eq_ignore_ascii_case("false") => Ok(false),
+        Some(other) => {
+            fail(format!("instance_info.force_deployment must be true or false, not {other}"))
+        }
+    }
 }
 
 fn decide_nfs(
