@@ -19,15 +19,16 @@
 
 use std::collections::HashMap;
 
-use axum::extract::{Form, Path, State};
-use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::extract::{Path, State};
+use axum::http::{StatusCode, Uri};
 use axum::response::{IntoResponse, Redirect, Response};
 use serde_json::{Map, Value, json};
 
+use super::extract::CheckedForm;
 use super::node::render_node;
 use super::rack::{needs_confirmation, started};
 use super::session::Session;
-use super::{AdminState, NodesView, checked_post};
+use super::{AdminState, NodesView};
 use crate::api::StateChange;
 use bootvol_control::nodes::{NodeError, NodeService};
 use bootvol_core::inventory::{self, ChildSpec};
@@ -231,27 +232,21 @@ async fn finish(
     }
 }
 
-/// Runs a form handler after the session and CSRF checks; a refusal shows the form
+/// Runs a form handler (its session and CSRF token checked by [`CheckedForm`]); a refusal shows the form
 /// `typed_form` again with what was typed.
 async fn with_session<F, Fut>(
     state: &AdminState,
-    headers: &HeaderMap,
-    uri: &Uri,
+    s: &Session,
     form: &HashMap<String, String>,
     typed_form: Option<String>,
     run: F,
 ) -> Response
 where
-    F: FnOnce(Session) -> Fut,
+    F: FnOnce() -> Fut,
     Fut: std::future::Future<Output = Outcome>,
 {
-    match checked_post(state, headers, uri, form).await {
-        Ok(s) => {
-            let outcome = run(s.clone()).await;
-            finish(state, &s, outcome, typed_form, form).await
-        }
-        Err(refused) => *refused,
-    }
+    let outcome = run().await;
+    finish(state, s, outcome, typed_form, form).await
 }
 
 /// The confirmation step of `form`'s action on `record` when it needs one and `confirm` does
@@ -304,8 +299,7 @@ pub(super) async fn node_form(
     State(state): State<AdminState>,
     Path((node, name)): Path<(String, String)>,
     uri: Uri,
-    headers: HeaderMap,
-    Form(form): Form<HashMap<String, String>>,
+    CheckedForm { session, fields: form, .. }: CheckedForm,
 ) -> Response {
     let typed_form = match name.as_str() {
         "edit" => Some("edit-node".to_owned()),
@@ -313,7 +307,7 @@ pub(super) async fn node_form(
         _ => None,
     };
     let path = uri.path().to_owned();
-    with_session(&state, &headers, &uri, &form, typed_form, |_| async {
+    with_session(&state, &session, &form, typed_form, || async {
         match name.as_str() {
             which @ ("power" | "provision") => set_state(&state, &node, &form, &path, which).await,
             "validate" => validate(&state, &node).await,
@@ -568,11 +562,9 @@ fn initial_children(form: &HashMap<String, String>) -> Vec<(ChildKind, Value)> {
 /// out), the message beside the field it is about.
 pub(super) async fn create_node(
     State(state): State<AdminState>,
-    uri: Uri,
-    headers: HeaderMap,
-    Form(form): Form<HashMap<String, String>>,
+    CheckedForm { session, fields: form, .. }: CheckedForm,
 ) -> Response {
-    with_session(&state, &headers, &uri, &form, None, |_| async {
+    with_session(&state, &session, &form, None, || async {
         let refused = |status: StatusCode, kind: &str, message: String| Outcome::Refused {
             node: None,
             status,
@@ -651,15 +643,12 @@ pub(super) async fn create_node(
 /// which. Back to the list as it was (`back`).
 pub(super) async fn bulk(
     State(state): State<AdminState>,
-    uri: Uri,
-    headers: HeaderMap,
-    Form(pairs): Form<Vec<(String, String)>>,
+    CheckedForm { session, pairs, fields: form }: CheckedForm,
 ) -> Response {
-    let form: HashMap<String, String> = pairs.iter().cloned().collect();
     let picked: Vec<String> =
         pairs.iter().filter(|(k, _)| k == "node").map(|(_, v)| v.clone()).collect();
     let back = super::safe_next(form.get("back").map(String::as_str));
-    with_session(&state, &headers, &uri, &form, None, |_| async {
+    with_session(&state, &session, &form, None, || async {
         let action = field(&form, "action");
         let refused = |message: String| Outcome::Done { to: back.clone(), message, bad: true };
         let (which, target) = match action {
@@ -885,12 +874,11 @@ pub(super) async fn child_form(
     State(state): State<AdminState>,
     Path((node, segment, id)): Path<(String, String, String)>,
     uri: Uri,
-    headers: HeaderMap,
-    Form(form): Form<HashMap<String, String>>,
+    CheckedForm { session, fields: form, .. }: CheckedForm,
 ) -> Response {
     let delete = uri.path().ends_with("/delete");
     let typed_form = (!delete).then(|| format!("{segment}-{id}"));
-    with_session(&state, &headers, &uri, &form, typed_form, |_| async {
+    with_session(&state, &session, &form, typed_form, || async {
         let (kind, uuid) = match child_of(&state, &node, &segment).await {
             Ok(found) => found,
             Err(refused) => return refused,

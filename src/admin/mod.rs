@@ -25,6 +25,7 @@
 //! DENY`, `frame-ancestors 'none'`); only `/admin/activity` sets its own (`SAMEORIGIN`, `'self'`).
 
 mod activity;
+mod extract;
 mod forms;
 mod node;
 mod password;
@@ -45,6 +46,7 @@ use serde::Serialize;
 
 use crate::api::ApiState;
 use crate::limiter::LoginLimiter;
+use extract::{CheckedForm, LoggedIn};
 use node::node_page;
 use session::Sessions;
 
@@ -472,15 +474,7 @@ async fn checked_post(
     }
 }
 
-async fn logout(
-    State(state): State<AdminState>,
-    headers: HeaderMap,
-    uri: Uri,
-    Form(form): Form<HashMap<String, String>>,
-) -> Response {
-    if let Err(refused) = checked_post(&state, &headers, &uri, &form).await {
-        return *refused;
-    }
+async fn logout(State(state): State<AdminState>, headers: HeaderMap, _: CheckedForm) -> Response {
     if let Some(c) = cookie_value(&headers)
         && let Some((id, until)) = state.sessions().await.close(&c)
     {
@@ -498,24 +492,18 @@ async fn logout(
 
 async fn nodes_page(
     State(state): State<AdminState>,
+    LoggedIn(s): LoggedIn,
     Query(query): Query<HashMap<String, String>>,
-    headers: HeaderMap,
-    uri: Uri,
 ) -> Response {
-    match logged_in(&state, &headers, &uri).await {
-        Ok(s) => {
-            // "Enroll" on an unknown MAC comes back here with the MAC to prefill the form.
-            let mut view = NodesView::new(rack::ListQuery::parse(&query));
-            if let Some(mac) =
-                query.get("enroll").and_then(|m| m.parse::<bootvol_core::model::MacAddr>().ok())
-            {
-                view.typed.insert("mac".into(), mac.to_string());
-                view.create_open = true;
-            }
-            render_nodes(&state, &s, StatusCode::OK, view).await
-        }
-        Err(redirect) => *redirect,
+    // "Enroll" on an unknown MAC comes back here with the MAC to prefill the form.
+    let mut view = NodesView::new(rack::ListQuery::parse(&query));
+    if let Some(mac) =
+        query.get("enroll").and_then(|m| m.parse::<bootvol_core::model::MacAddr>().ok())
+    {
+        view.typed.insert("mac".into(), mac.to_string());
+        view.create_open = true;
     }
+    render_nodes(&state, &s, StatusCode::OK, view).await
 }
 
 /// How often the boot activity frame redraws itself (`<meta http-equiv="refresh">`).
@@ -524,10 +512,7 @@ const ACTIVITY_REFRESH_SECS: u32 = 15;
 /// The boot activity of the last hour, a page of its own that the nodes list frames and that
 /// redraws itself: live without JavaScript. Only this page may be framed, and only by the admin
 /// page itself.
-async fn activity_page(State(state): State<AdminState>, headers: HeaderMap, uri: Uri) -> Response {
-    if let Err(redirect) = logged_in(&state, &headers, &uri).await {
-        return *redirect;
-    }
+async fn activity_page(State(state): State<AdminState>, _: LoggedIn) -> Response {
     let minutes = state.api.metrics().boot_activity();
     let mut response = state.render(
         StatusCode::OK,
@@ -551,10 +536,7 @@ async fn activity_page(State(state): State<AdminState>, headers: HeaderMap, uri:
 
 /// The metrics with refused scripts counted apart from unknown MACs, for a logged-in operator
 /// (the public `/metrics` counts them as unknown, as their answer looked).
-async fn metrics_page(State(state): State<AdminState>, headers: HeaderMap, uri: Uri) -> Response {
-    if let Err(redirect) = logged_in(&state, &headers, &uri).await {
-        return *redirect;
-    }
+async fn metrics_page(State(state): State<AdminState>, _: LoggedIn) -> Response {
     let text = state.api.metrics().scrape_full().await;
     let kind = HeaderValue::from_static(bootvol_runtime::metrics::CONTENT_TYPE);
     (StatusCode::OK, [(header::CONTENT_TYPE, kind)], text).into_response()

@@ -6,15 +6,16 @@
 //! confirmation step of an action that asks for one.
 
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::http::StatusCode;
 use axum::response::Response;
 use minijinja::context;
 use minijinja::value::Serde;
 use serde_json::{Map, Value, json};
 
+use super::extract::LoggedIn;
 use super::forms::{Confirm, Typed, bmc_keys};
 use super::session::Session;
-use super::{AdminState, logged_in, rack};
+use super::{AdminState, rack};
 use bootvol_core::model::{ConnectorType, Driver, NodeRecord, StorageInterfaceName, VolumeType};
 use bootvol_core::secrets::{MASK, is_secret_key, mask, mask_map};
 
@@ -87,13 +88,8 @@ fn mask_secrets(text: &str, maps: &[&Map<String, Value>]) -> String {
 pub(super) async fn node_page(
     State(state): State<AdminState>,
     Path(node): Path<String>,
-    uri: Uri,
-    headers: HeaderMap,
+    LoggedIn(s): LoggedIn,
 ) -> Response {
-    let s = match logged_in(&state, &headers, &uri).await {
-        Ok(s) => s,
-        Err(redirect) => return *redirect,
-    };
     render_node(&state, &s, &node, StatusCode::OK, None, None).await
 }
 

@@ -33,10 +33,9 @@ pub(super) fn map_conductor(e: ConductorError) -> ApiError {
     }
 }
 
-pub(super) async fn node_states(state: &ApiState, r: &Request, key: &str) -> ApiResult {
+pub(super) async fn node_states(state: &ApiState, key: &str) -> ApiResult {
     let record = load_node(state, key).await?;
     let n = &record.node;
-    let _ = r;
     let mut doc = json!({
         "power_state": n.power_state,
         "target_power_state": n.target_power_state,
@@ -49,7 +48,6 @@ pub(super) async fn node_states(state: &ApiState, r: &Request, key: &str) -> Api
         "target_raid_config": {},
     });
     mask(&mut doc);
-    let _ = state;
     Ok(json_response(StatusCode::OK, &doc))
 }
 

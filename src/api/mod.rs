@@ -512,7 +512,11 @@ impl ApiError {
             "The method is not allowed for this resource.",
         )
     }
+}
 
+/// Ironic's error body: `error_message` holding the fault as a JSON string, with
+/// `WWW-Authenticate` on a 401 and `Retry-After` on a 429.
+impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let fault = json!({
             "faultstring": self.message,
@@ -614,7 +618,7 @@ async fn handle(
             dispatch(&state, client, method.clone(), &uri, &headers, body, minor).await
         }
     };
-    let mut response = result.unwrap_or_else(ApiError::into_response);
+    let mut response = result.into_response();
     let status = response.status();
     let h = response.headers_mut();
     let mut put = |name: &'static str, value: String| {

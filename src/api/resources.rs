@@ -71,7 +71,7 @@ pub(super) async fn route(state: &ApiState, r: &Request) -> ApiResult {
         ["nodes", node] if m == Method::GET => show_node(state, r, node).await,
         ["nodes", node] if m == Method::PATCH => patch_node(state, r, node).await,
         ["nodes", node] if m == Method::DELETE => delete_node(state, node).await,
-        ["nodes", node, "states"] if m == Method::GET => node_states(state, r, node).await,
+        ["nodes", node, "states"] if m == Method::GET => node_states(state, node).await,
         ["nodes", node, "states", "power"] if m == Method::PUT => set_power(state, r, node).await,
         ["nodes", node, "states", "provision"] if m == Method::PUT => {
             set_provision(state, r, node).await
