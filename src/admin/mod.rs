@@ -15,8 +15,8 @@
 //! messages still need one), and every page says that authentication is off.
 //!
 //! Reads and writes go through the node service ([`bootvol_control::nodes`]), the same typed core the
-//! API calls (never through the API's routes, and never around the core to `db`); scripts come
-//! from the `boot` scenario rules. Like the API, secrets are masked before anything reaches a
+//! API calls (never through the API's routes, and never around the core to `db`); a node's
+//! script is read from the boot snapshot the boot edge serves (`ApiState::snapshot`). Like the API, secrets are masked before anything reaches a
 //! template. The password form (`password.rs`) sets the logged-in user's own password in the
 //! htpasswd file, which the running process reloads.
 //!

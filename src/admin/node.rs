@@ -1,7 +1,8 @@
 //! The node page: states (and, while an action runs, where it heads, the page refreshing
 //! itself; a red banner when the node failed or its last action did), the actions that fit its state, scenario, ports,
 //! connectors, targets (secrets masked; a drifted volume said so on its row), the BMC fields of
-//! its driver (the password write-only), the exact script the node gets (secrets masked) and
+//! its driver (the password write-only), the script the boot edge serves it, read from the
+//! same boot snapshot (secrets masked; the default script, said so, when that is what it gets) and
 //! its events, newest first, each in one line with its JSON behind a disclosure; and the
 //! confirmation step of an action that asks for one.
 
@@ -59,7 +60,9 @@ fn secret_texts(value: &Value, out: &mut Vec<String>) {
     }
 }
 
-/// The script with every secret value of the record replaced by [`MASK`].
+/// The script with every secret value of the record replaced by [`MASK`], and the value of
+/// every `set <...password>` line too (a snapshot built before the record's last change may
+/// hold a secret the record no longer has).
 pub(super) fn masked_script(record: &NodeRecord, script: &str) -> String {
     let mut maps = vec![
         &record.node.driver_info,
@@ -67,7 +70,49 @@ pub(super) fn masked_script(record: &NodeRecord, script: &str) -> String {
         &record.node.driver_internal_info,
     ];
     maps.extend(record.volume_targets.iter().map(|t| &t.properties));
-    mask_secrets(script, &maps)
+    let masked = mask_secrets(script, &maps);
+    let mut out = String::with_capacity(masked.len());
+    for line in masked.split_inclusive('\n') {
+        let mut words = line.split_whitespace();
+        match (words.next(), words.next(), words.next()) {
+            (Some("set"), Some(name), Some(value))
+                if name.ends_with("password") && value != MASK =>
+            {
+                let indent = &line[..line.len() - line.trim_start().len()];
+                let end = if line.ends_with('\n') { "\n" } else { "" };
+                out.push_str(&format!("{indent}set {name} {MASK}{end}"));
+            }
+            _ => out.push_str(line),
+        }
+    }
+    out
+}
+
+/// The script the boot edge serves the node now, read from the same snapshot (the bytes a boot
+/// gets), masked, and why it is not the node's own when it is not: the node does not validate
+/// (the snapshot holds the default script for it), it has no port, or the snapshot was built
+/// before its ports (it is rebuilt after every change): then a boot gets the default script.
+fn served_script(state: &AdminState, record: &NodeRecord) -> (String, Option<String>) {
+    let snapshot = state.api.snapshot();
+    let own = record.ports.iter().find_map(|p| {
+        snapshot
+            .script(p.address)
+            .filter(|s| s.node_uuid.as_deref() == Some(record.node.uuid.as_str()))
+    });
+    let (served, why) = match own {
+        Some(script) => {
+            (script, script.problem.as_ref().map(|p| format!("Served the default script: {p}")))
+        }
+        None if record.ports.is_empty() => (
+            snapshot.default_script(),
+            Some("This node has no port, so no script of its own: a machine the boot edge does not know gets the default script, shown here.".to_owned()),
+        ),
+        None => (
+            snapshot.default_script(),
+            Some("The boot snapshot does not know this node's ports yet (it is rebuilt after every change): a boot now gets the default script, shown here.".to_owned()),
+        ),
+    };
+    (masked_script(record, &String::from_utf8_lossy(&served.text)), why)
 }
 
 /// `text` with every secret string of `maps` replaced by [`MASK`].
@@ -134,21 +179,8 @@ pub(super) async fn render_node(
             );
         }
     };
-    let config = state.api.config();
     let default = nodes.default_storage();
-    let (script, script_problem) =
-        match bootvol_core::boot::Templates::new(config.boot.templates_dir.as_deref()) {
-            Ok(templates) => {
-                let script = bootvol_core::boot::script_for(
-                    &templates,
-                    &config.boot_settings(),
-                    default,
-                    Some(&record),
-                );
-                (masked_script(&record, &script.text), script.problem)
-            }
-            Err(e) => (String::new(), Some(format!("templates: {e}"))),
-        };
+    let (script, script_problem) = served_script(state, &record);
     let events = nodes.events(&record.node.uuid, EVENTS).await;
     let (events, error) = match events {
         Ok(events) => (

@@ -82,6 +82,9 @@ struct Inner {
     endpoint: String,
     /// What `/metrics` and `/readyz` answer from.
     metrics: Arc<bootvol_runtime::metrics::Metrics>,
+    /// The boot snapshot the boot edge serves from (the admin page shows a node's script as
+    /// served).
+    snapshot: Arc<arc_swap::ArcSwap<bootvol_core::boot::BootSnapshot>>,
 }
 
 impl std::fmt::Debug for ApiState {
@@ -92,7 +95,7 @@ impl std::fmt::Debug for ApiState {
 
 impl ApiState {
     /// The API over `conductor`, answering on `local` (the bound listener), showing the admin
-    /// page the boot requests `recent` holds. With `http_basic`, the user file is read now (a
+    /// page the boot requests `recent` holds and the scripts `snapshot` serves. With `http_basic`, the user file is read now (a
     /// file that cannot be read is logged and every authenticated request is refused).
     pub fn new(
         config: Arc<Config>,
@@ -100,6 +103,7 @@ impl ApiState {
         recent: Arc<bootvol_core::recent::RecentBoots>,
         local: std::net::SocketAddr,
         metrics: Arc<bootvol_runtime::metrics::Metrics>,
+        snapshot: Arc<arc_swap::ArcSwap<bootvol_core::boot::BootSnapshot>>,
     ) -> ApiState {
         let stamp = file_stamp(&config);
         let first = load_auth(&config);
@@ -129,6 +133,7 @@ impl ApiState {
                 auth_failures,
                 endpoint,
                 metrics,
+                snapshot,
             }),
         }
     }
@@ -136,6 +141,11 @@ impl ApiState {
     /// The appliance's counters (the admin page's boot activity).
     pub(crate) fn metrics(&self) -> &Arc<bootvol_runtime::metrics::Metrics> {
         &self.inner.metrics
+    }
+
+    /// The boot snapshot as the boot edge serves it now.
+    pub(crate) fn snapshot(&self) -> Arc<bootvol_core::boot::BootSnapshot> {
+        self.inner.snapshot.load_full()
     }
 
     /// The recent boot requests.

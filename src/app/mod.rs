@@ -221,6 +221,7 @@ pub async fn serve(
         Arc::clone(&recent),
         api_addr,
         Arc::clone(&metrics),
+        Arc::clone(&snapshot.current),
     );
     tracing::info!(http = %http_addr, tftp = %tftp_addr, api = %api_addr, auth = ?config.api.auth_strategy, nodes = snapshot.current.load().node_count(),
         startup_ms = started.elapsed().as_millis() as u64, "serving");
