@@ -25,6 +25,8 @@ use axum::response::{IntoResponse, Redirect, Response};
 use serde_json::{Map, Value, json};
 
 use super::extract::CheckedForm;
+
+mod bulk;
 use super::node::render_node;
 use super::rack::{needs_confirmation, started};
 use super::session::Session;
@@ -35,6 +37,7 @@ use bootvol_core::inventory::{self, ChildSpec};
 use bootvol_core::model::{
     Child, ChildKind, Driver, NodeRecord, ProvisionState, Stamped, StorageInterfaceName, new_uuid,
 };
+pub(super) use bulk::bulk;
 
 fn field<'a>(form: &'a HashMap<String, String>, name: &str) -> &'a str {
     form.get(name).map_or("", |v| v.trim())
@@ -299,8 +302,9 @@ pub(super) async fn node_form(
     State(state): State<AdminState>,
     Path((node, name)): Path<(String, String)>,
     uri: Uri,
-    CheckedForm { session, fields: form, .. }: CheckedForm,
+    checked: CheckedForm,
 ) -> Response {
+    let CheckedForm { session, fields: form, .. } = checked;
     let typed_form = match name.as_str() {
         "edit" => Some("edit-node".to_owned()),
         "ports" | "connectors" | "targets" => Some(format!("add-{name}")),
@@ -560,10 +564,8 @@ fn initial_children(form: &HashMap<String, String>) -> Vec<(ChildKind, Value)> {
 /// interface chosen, the node gets `external` when the configured default is `noop` (with
 /// `noop` it could not boot its volume). A refusal shows the form again as typed (secrets left
 /// out), the message beside the field it is about.
-pub(super) async fn create_node(
-    State(state): State<AdminState>,
-    CheckedForm { session, fields: form, .. }: CheckedForm,
-) -> Response {
+pub(super) async fn create_node(State(state): State<AdminState>, checked: CheckedForm) -> Response {
+    let CheckedForm { session, fields: form, .. } = checked;
     with_session(&state, &session, &form, None, || async {
         let refused = |status: StatusCode, kind: &str, message: String| Outcome::Refused {
             node: None,
@@ -632,104 +634,6 @@ pub(super) async fn create_node(
             }
         }
         Outcome::on_node(&uuid, format!("Node created.{extra}"))
-    })
-    .await
-}
-
-/// `POST /admin/bulk`: one action on the nodes ticked in the list (`node`, repeated): `power
-/// on`, `power off`, `rebooting`, `soft power off`, `maintenance on`, `maintenance off` or
-/// `provide`. Power off, reboot and soft power off need `confirm` naming the nodes (as the
-/// confirmation step lists them). Each node is done or refused on its own; the message says
-/// which. Back to the list as it was (`back`).
-pub(super) async fn bulk(
-    State(state): State<AdminState>,
-    CheckedForm { session, pairs, fields: form }: CheckedForm,
-) -> Response {
-    let picked: Vec<String> =
-        pairs.iter().filter(|(k, _)| k == "node").map(|(_, v)| v.clone()).collect();
-    let back = super::safe_next(form.get("back").map(String::as_str));
-    with_session(&state, &session, &form, None, || async {
-        let action = field(&form, "action");
-        let refused = |message: String| Outcome::Done { to: back.clone(), message, bad: true };
-        let (which, target) = match action {
-            "power on" | "power off" | "rebooting" | "soft power off" => ("power", action),
-            "maintenance on" | "maintenance off" => ("maintenance", action),
-            "provide" => ("provision", action),
-            _ => return refused("Choose an action for the selected nodes.".into()),
-        };
-        if picked.is_empty() {
-            return refused("No node was selected: tick the nodes first.".into());
-        }
-        let mut records = Vec::new();
-        for key in &picked {
-            match state.nodes().node(key).await {
-                Ok(record) => records.push(record),
-                Err(e) => return refused(format!("Nothing was done: {e}")),
-            }
-        }
-        let names: Vec<String> = records.iter().map(|r| r.node.name.clone()).collect();
-        let listed = names.join(", ");
-        if needs_confirmation(which, target) && field(&form, "confirm") != listed {
-            let mut fields: Vec<(String, String)> =
-                records.iter().map(|r| ("node".to_owned(), r.node.uuid.clone())).collect();
-            fields.push(("action".into(), action.into()));
-            fields.push(("back".into(), back.clone()));
-            fields.push(("confirm".into(), listed.clone()));
-            let label = started(which, target).replace(" started.", "");
-            return Outcome::Confirm(Box::new(Confirm {
-                what: format!("{label} {} node(s)", records.len()),
-                consequence: format!("{label} these {} node(s): {listed}.", records.len()),
-                action: "/admin/bulk".into(),
-                fields,
-                back: back.clone(),
-            }));
-        }
-        let (mut done, mut failed) = (Vec::new(), Vec::new());
-        for record in &records {
-            let name = record.node.name.clone();
-            let result = match which {
-                "maintenance" => state
-                    .nodes()
-                    .set_maintenance(&record.node.uuid, target == "maintenance on", None)
-                    .await
-                    .map(|_| ())
-                    .map_err(|e| e.to_string()),
-                _ => {
-                    let change =
-                        if which == "power" { StateChange::Power } else { StateChange::Provision };
-                    crate::api::start_state_change(&state.api, &record.node.uuid, change, target)
-                        .await
-                        .map(|_| ())
-                        .map_err(|e| e.message().to_owned())
-                }
-            };
-            match result {
-                Ok(()) => done.push(name),
-                Err(e) => failed.push(format!("{name}: {e}")),
-            }
-        }
-        let what = match which {
-            "maintenance" if target == "maintenance on" => "Maintenance set".to_owned(),
-            "maintenance" => "Maintenance ended".to_owned(),
-            _ => started(which, target).replace('.', ""),
-        };
-        let mut message = if done.is_empty() {
-            String::new()
-        } else {
-            format!("{what} on {} node(s): {}. ", done.len(), done.join(", "))
-        };
-        if !failed.is_empty() {
-            message.push_str(&format!(
-                "Refused on {} node(s): {}",
-                failed.len(),
-                failed.join("; ")
-            ));
-        }
-        Outcome::Done {
-            to: back.clone(),
-            message: message.trim_end().to_owned(),
-            bad: !failed.is_empty(),
-        }
     })
     .await
 }
@@ -874,8 +778,9 @@ pub(super) async fn child_form(
     State(state): State<AdminState>,
     Path((node, segment, id)): Path<(String, String, String)>,
     uri: Uri,
-    CheckedForm { session, fields: form, .. }: CheckedForm,
+    checked: CheckedForm,
 ) -> Response {
+    let CheckedForm { session, fields: form, .. } = checked;
     let delete = uri.path().ends_with("/delete");
     let typed_form = (!delete).then(|| format!("{segment}-{id}"));
     with_session(&state, &session, &form, typed_form, || async {

@@ -63,8 +63,9 @@ pub(super) async fn set_password(
     State(state): State<AdminState>,
     connect: Option<Extension<ConnectInfo<SocketAddr>>>,
     headers: HeaderMap,
-    CheckedForm { session: s, fields: form, .. }: CheckedForm,
+    checked: CheckedForm,
 ) -> Response {
+    let CheckedForm { session: s, fields: form, .. } = checked;
     if state.auth_off {
         return Redirect::to("/admin/").into_response();
     }
