@@ -181,26 +181,7 @@ pub(super) async fn render_node(
     };
     let default = nodes.default_storage();
     let (script, script_problem) = served_script(state, &record);
-    let events = nodes.events(&record.node.uuid, EVENTS).await;
-    let (events, error) = match events {
-        Ok(events) => (
-            events
-                .into_iter()
-                .rev()
-                .map(|e| {
-                    let mut payload = e.payload;
-                    mask(&mut payload);
-                    json!({"created_at": e.created_at, "level": e.level, "event_type": e.event_type,
-                           "summary": rack::payload_line(&payload),
-                           "message": payload.get("message").and_then(Value::as_str),
-                           "repeats": e.repeats, "last_seen_at": e.last_seen_at,
-                           "payload": serde_json::to_string_pretty(&payload).unwrap_or_default()})
-                })
-                .collect::<Vec<_>>(),
-            None,
-        ),
-        Err(e) => (Vec::new(), Some(format!("events: {e}"))),
-    };
+    let (events, error) = node_events(nodes, &record.node.uuid).await;
     // Two hosts claimed this node's secrets (`script_access`): a red banner, newest first.
     let conflict = events
         .iter()
@@ -214,72 +195,12 @@ pub(super) async fn render_node(
         (_, None, Some(f), _) => Some(f),
         (_, None, None, e) => e,
     };
-    let drifted: std::collections::HashSet<String> = match nodes.sync_overview().await {
-        Ok((Some(last), _)) => rack::sync_lines(&last.message)
-            .into_iter()
-            .filter(|l| l.kind == "drift")
-            .filter_map(|l| l.volume)
-            .collect(),
-        _ => Default::default(),
-    };
-    let macs: Vec<bootvol_core::model::MacAddr> = record.ports.iter().map(|p| p.address).collect();
-    let boots: Vec<Value> = state
-        .api
-        .recent_boots()
-        .newest_first()
-        .into_iter()
-        .filter(|h| h.mac.is_some_and(|m| macs.contains(&m)))
-        .take(50)
-        .map(|h| {
-            json!({"at": bootvol_core::timefmt::format_unix(h.at.max(0) as u64), "via": h.via,
-                   "client": h.client.to_string(), "mac": h.mac.map(|m| m.to_string())})
-        })
-        .collect();
+    let drifted = drifted_volumes(nodes).await;
+    let boots = recent_boots_of(state, &record);
     let n = &record.node;
-    let masked_pretty = |map: &Map<String, Value>| {
-        let mut map = map.clone();
-        mask_map(&mut map);
-        if map.is_empty() {
-            String::new()
-        } else {
-            serde_json::to_string_pretty(&map).unwrap_or_default()
-        }
-    };
-    // The BMC fields of the node's driver, out of the raw driver_info shown beside them.
-    let mut other_info = n.driver_info.clone();
-    let bmc = bmc_keys(n.driver.as_str()).map(|keys| {
-        let mut value = |key: Option<&str>| {
-            key.and_then(|k| other_info.remove(k)).and_then(|v| v.as_str().map(str::to_owned))
-        };
-        let (address, system_id, username) = (value(keys[0]), value(keys[1]), value(keys[2]));
-        let password_set = value(keys[3]).is_some_and(|p| !p.is_empty());
-        json!({"address": address, "system_id": system_id, "username": username,
-               "password_set": password_set, "has_system_id": keys[1].is_some()})
-    });
-    let failed = matches!(
-        n.provision_state,
-        bootvol_core::model::ProvisionState::DeployFailed
-            | bootvol_core::model::ProvisionState::Error
-    );
     let heading_to =
         n.target_provision_state.map(|s| s.as_str()).or(n.target_power_state.map(|p| p.as_str()));
-    let node = json!({
-        "uuid": n.uuid, "name": n.name, "driver": n.driver.as_str(),
-        "bmc": bmc, "failed": failed, "heading_to": heading_to,
-        "storage_interface_set": n.storage_interface.map(|i| i.as_str()).unwrap_or(""),
-        "capabilities": n.properties.get("capabilities").and_then(Value::as_str).unwrap_or(""),
-        "driver_info": masked_pretty(&other_info),
-        "instance_info": masked_pretty(&n.instance_info),
-        "power_state": n.power_state.map(|p| p.as_str()),
-        "provision_state": n.provision_state.as_str(),
-        "storage_interface": n.effective_storage_interface(default).as_str(),
-        "scenario": match bootvol_core::boot::decide(&record, default) {
-            Ok(scenario) => scenario.name().to_owned(),
-            Err(e) => format!("not bootable: {e}"),
-        },
-        "maintenance": n.maintenance, "maintenance_reason": n.maintenance_reason,
-        "last_error": n.last_error,
-    });
+    let node = node_view(&record, default);
     let ports: Vec<Value> = record
         .ports
         .iter()
@@ -292,21 +213,7 @@ pub(super) async fn render_node(
             json!({"uuid": c.uuid, "type": c.connector_type.as_str(), "connector_id": c.connector_id})
         })
         .collect();
-    let attachments = nodes.attachments(&record.node.uuid).await.unwrap_or_default();
-    let targets: Vec<Value> = record
-        .volume_targets
-        .iter()
-        .map(|t| {
-            let attachment = attachments.iter().find(|a| a.target_uuid == t.uuid).map(|a| {
-                json!({"state": a.state.as_str(), "step": a.step, "api": a.api,
-                       "attachment_id": a.attachment_id, "last_error": a.last_error,
-                       "updated_at": a.updated_at})
-            });
-            json!({"uuid": t.uuid, "boot_index": t.boot_index, "volume_type": t.volume_type.as_str(),
-                   "volume_id": t.volume_id, "properties": masked_pretty(&t.properties),
-                   "attachment": attachment, "drift": drifted.contains(&t.volume_id)})
-        })
-        .collect();
+    let targets = targets_view(nodes, &record, &drifted).await;
     state.render(
         status,
         "node.html.j2",
@@ -327,6 +234,138 @@ pub(super) async fn render_node(
             events => Serde(events), boots => Serde(boots), conflict => Serde(conflict),
         },
     )
+}
+
+/// The node's events, newest first, their payloads masked (and the problem reading them).
+async fn node_events(
+    nodes: &bootvol_control::nodes::NodeService,
+    uuid: &str,
+) -> (Vec<Value>, Option<String>) {
+    match nodes.events(uuid, EVENTS).await {
+        Ok(events) => (
+            events
+                .into_iter()
+                .rev()
+                .map(|e| {
+                    let mut payload = e.payload;
+                    mask(&mut payload);
+                    json!({"created_at": e.created_at, "level": e.level, "event_type": e.event_type,
+                           "summary": rack::payload_line(&payload),
+                           "message": payload.get("message").and_then(Value::as_str),
+                           "repeats": e.repeats, "last_seen_at": e.last_seen_at,
+                           "payload": serde_json::to_string_pretty(&payload).unwrap_or_default()})
+                })
+                .collect::<Vec<_>>(),
+            None,
+        ),
+        Err(e) => (Vec::new(), Some(format!("events: {e}"))),
+    }
+}
+
+/// The volumes the last sync pass found drifted.
+async fn drifted_volumes(
+    nodes: &bootvol_control::nodes::NodeService,
+) -> std::collections::HashSet<String> {
+    match nodes.sync_overview().await {
+        Ok((Some(last), _)) => rack::sync_lines(&last.message)
+            .into_iter()
+            .filter(|l| l.kind == "drift")
+            .filter_map(|l| l.volume)
+            .collect(),
+        _ => Default::default(),
+    }
+}
+
+/// The recent boot requests from the node's MACs, newest first.
+fn recent_boots_of(state: &AdminState, record: &NodeRecord) -> Vec<Value> {
+    let macs: Vec<bootvol_core::model::MacAddr> = record.ports.iter().map(|p| p.address).collect();
+    state
+        .api
+        .recent_boots()
+        .newest_first()
+        .into_iter()
+        .filter(|h| h.mac.is_some_and(|m| macs.contains(&m)))
+        .take(50)
+        .map(|h| {
+            json!({"at": bootvol_core::timefmt::format_unix(h.at.max(0) as u64), "via": h.via,
+                   "client": h.client.to_string(), "mac": h.mac.map(|m| m.to_string())})
+        })
+        .collect()
+}
+
+/// A map as pretty JSON, its secrets masked; empty when the map is.
+fn masked_pretty(map: &Map<String, Value>) -> String {
+    let mut map = map.clone();
+    mask_map(&mut map);
+    if map.is_empty() {
+        String::new()
+    } else {
+        serde_json::to_string_pretty(&map).unwrap_or_default()
+    }
+}
+
+/// The node's fields as the page shows them: the BMC fields of its driver out of the raw
+/// driver_info shown beside them, states, scenario, secrets masked.
+fn node_view(record: &NodeRecord, default: StorageInterfaceName) -> Value {
+    let n = &record.node;
+    // The BMC fields of the node's driver, out of the raw driver_info shown beside them.
+    let mut other_info = n.driver_info.clone();
+    let bmc = bmc_keys(n.driver.as_str()).map(|keys| {
+        let mut value = |key: Option<&str>| {
+            key.and_then(|k| other_info.remove(k)).and_then(|v| v.as_str().map(str::to_owned))
+        };
+        let (address, system_id, username) = (value(keys[0]), value(keys[1]), value(keys[2]));
+        let password_set = value(keys[3]).is_some_and(|p| !p.is_empty());
+        json!({"address": address, "system_id": system_id, "username": username,
+               "password_set": password_set, "has_system_id": keys[1].is_some()})
+    });
+    let failed = matches!(
+        n.provision_state,
+        bootvol_core::model::ProvisionState::DeployFailed
+            | bootvol_core::model::ProvisionState::Error
+    );
+    let heading_to =
+        n.target_provision_state.map(|s| s.as_str()).or(n.target_power_state.map(|p| p.as_str()));
+    json!({
+        "uuid": n.uuid, "name": n.name, "driver": n.driver.as_str(),
+        "bmc": bmc, "failed": failed, "heading_to": heading_to,
+        "storage_interface_set": n.storage_interface.map(|i| i.as_str()).unwrap_or(""),
+        "capabilities": n.properties.get("capabilities").and_then(Value::as_str).unwrap_or(""),
+        "driver_info": masked_pretty(&other_info),
+        "instance_info": masked_pretty(&n.instance_info),
+        "power_state": n.power_state.map(|p| p.as_str()),
+        "provision_state": n.provision_state.as_str(),
+        "storage_interface": n.effective_storage_interface(default).as_str(),
+        "scenario": match bootvol_core::boot::decide(record, default) {
+            Ok(scenario) => scenario.name().to_owned(),
+            Err(e) => format!("not bootable: {e}"),
+        },
+        "maintenance": n.maintenance, "maintenance_reason": n.maintenance_reason,
+        "last_error": n.last_error,
+    })
+}
+
+/// The node's volume targets with their Cinder attachments, secrets masked.
+async fn targets_view(
+    nodes: &bootvol_control::nodes::NodeService,
+    record: &NodeRecord,
+    drifted: &std::collections::HashSet<String>,
+) -> Vec<Value> {
+    let attachments = nodes.attachments(&record.node.uuid).await.unwrap_or_default();
+    record
+        .volume_targets
+        .iter()
+        .map(|t| {
+            let attachment = attachments.iter().find(|a| a.target_uuid == t.uuid).map(|a| {
+                json!({"state": a.state.as_str(), "step": a.step, "api": a.api,
+                       "attachment_id": a.attachment_id, "last_error": a.last_error,
+                       "updated_at": a.updated_at})
+            });
+            json!({"uuid": t.uuid, "boot_index": t.boot_index, "volume_type": t.volume_type.as_str(),
+                   "volume_id": t.volume_id, "properties": masked_pretty(&t.properties),
+                   "attachment": attachment, "drift": drifted.contains(&t.volume_id)})
+        })
+        .collect()
 }
 
 #[cfg(test)]
