@@ -630,18 +630,7 @@ async fn render_nodes(
     let mut unknown: Vec<minijinja::Value> = Vec::new();
     let (rows, volumes) = match folded {
         Ok(ListFold { rows, known, volumes }) => {
-            let mut seen = std::collections::HashSet::new();
-            for hit in state.api.recent_boots().newest_first() {
-                if let (Some(mac), "unknown") = (hit.mac, hit.what)
-                    && !known.contains(&mac)
-                    && seen.insert(mac)
-                {
-                    unknown.push(context! {
-                        mac => mac.to_string(), client => hit.client.to_string(), via => hit.via,
-                        at => bootvol_core::timefmt::format_unix(hit.at.max(0) as u64),
-                    });
-                }
-            }
+            unknown = unknown_macs(state, &known);
             (rows, volumes)
         }
         Err(e) => {
@@ -652,17 +641,7 @@ async fn render_nodes(
     let attention = rack::attention(&rows, unknown.len());
     let page = rack::page(rows, &view.query);
     let query = &view.query;
-    let columns: Vec<Column> = [
-        ("Name", "name"),
-        ("MAC", "mac"),
-        ("Power", "power"),
-        ("Provision state", "state"),
-        ("Scenario", "scenario"),
-        ("Last error", "error"),
-    ]
-    .into_iter()
-    .map(|(label, key)| Column { label, href: query.sort_href(key), arrow: query.arrow(key) })
-    .collect();
+    let columns = columns(query);
     let pages = context! {
         previous => (page.page > 1).then(|| query.href(&[("page", &(page.page - 1).to_string())])),
         next => (page.page < page.pages).then(|| query.href(&[("page", &(page.page + 1).to_string())])),
@@ -691,6 +670,42 @@ async fn render_nodes(
         typed => view.typed, error_field => error_field, error_text => error_text,
         create_open => create_open, default_storage => default.as_str() },
     )
+}
+
+/// MACs seen recently that belong to no node of `known`, newest first, each once.
+fn unknown_macs(
+    state: &AdminState,
+    known: &std::collections::HashSet<bootvol_core::model::MacAddr>,
+) -> Vec<minijinja::Value> {
+    let mut unknown = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for hit in state.api.recent_boots().newest_first() {
+        if let (Some(mac), "unknown") = (hit.mac, hit.what)
+            && !known.contains(&mac)
+            && seen.insert(mac)
+        {
+            unknown.push(context! {
+                mac => mac.to_string(), client => hit.client.to_string(), via => hit.via,
+                at => bootvol_core::timefmt::format_unix(hit.at.max(0) as u64),
+            });
+        }
+    }
+    unknown
+}
+
+/// The sortable columns' header links for the list as `query` has it.
+fn columns(query: &rack::ListQuery) -> Vec<Column> {
+    [
+        ("Name", "name"),
+        ("MAC", "mac"),
+        ("Power", "power"),
+        ("Provision state", "state"),
+        ("Scenario", "scenario"),
+        ("Last error", "error"),
+    ]
+    .into_iter()
+    .map(|(label, key)| Column { label, href: query.sort_href(key), arrow: query.arrow(key) })
+    .collect()
 }
 
 /// The last sync pass and the attachments counted by state, as the node service reads them.

@@ -74,58 +74,64 @@ pub(super) async fn route(state: &ApiState, r: &Request) -> ApiResult {
         ["nodes", node] if m == Method::GET => show_node(state, r, node).await,
         ["nodes", node] if m == Method::PATCH => patch_node(state, r, node).await,
         ["nodes", node] if m == Method::DELETE => delete_node(state, node).await,
-        ["nodes", node, "states"] if m == Method::GET => node_states(state, node).await,
-        ["nodes", node, "states", "power"] if m == Method::PUT => set_power(state, r, node).await,
-        ["nodes", node, "states", "provision"] if m == Method::PUT => {
-            set_provision(state, r, node).await
-        }
-        ["nodes", node, "validate"] if m == Method::GET => validate(state, node).await,
-        ["nodes", node, "maintenance"] if m == Method::PUT => {
-            set_maintenance(state, r, node, true).await
-        }
-        ["nodes", node, "maintenance"] if m == Method::DELETE => {
-            set_maintenance(state, r, node, false).await
-        }
-        ["nodes", node, "management", "boot_device"] if m == Method::GET => {
-            get_boot_device(state, node).await
-        }
-        ["nodes", node, "management", "boot_device"] if m == Method::PUT => {
-            set_boot_device(state, r, node).await
-        }
-        ["nodes", node, "management", "boot_device", "supported"] if m == Method::GET => {
-            load_node(state, node).await?;
-            Ok(json_response(StatusCode::OK, &json!({"supported_boot_devices": ["pxe", "disk"]})))
-        }
-        ["nodes", node, "traits", rest @ ..] => ironic::traits(state, r, node, rest).await,
-        ["nodes", node, "vifs", rest @ ..] => ironic::vifs(state, r, node, rest).await,
-        ["nodes", node, "states", "raid"] if m == Method::PUT => {
-            ironic::set_raid(state, r, node).await
-        }
-        ["nodes", node, "states", "console"] if m == Method::GET || m == Method::PUT => {
-            ironic::console(state, r, node).await
-        }
-        ["nodes", node, "management", "inject_nmi"] if m == Method::PUT => {
-            ironic::inject_nmi(state, r, node).await
-        }
-        ["nodes", node, "vendor_passthru", rest @ ..] => {
-            ironic::vendor_passthru(state, r, node, rest).await
-        }
-        ["nodes", node, "portgroups"] | ["nodes", node, "portgroups", "detail"]
-            if m == Method::GET =>
-        {
-            ironic::require(r, "portgroups")?;
-            load_node(state, node).await?;
-            Ok(json_response(StatusCode::OK, &json!({"portgroups": []})))
-        }
+        ["nodes", node, rest @ ..] if !rest.is_empty() => node_route(state, r, node, rest).await,
         ["drivers", rest @ ..] => ironic::drivers(r, rest).await,
         ["chassis", rest @ ..] => ironic::unmodeled(r, "chassis", rest),
         ["portgroups", rest @ ..] => ironic::unmodeled(r, "portgroups", rest),
         ["lookup"] | ["heartbeat", _] => ironic::agent(state, r, &segments).await,
-        ["nodes", node, "ports"] | ["nodes", node, "ports", "detail"] if m == Method::GET => {
+        ["ports", rest @ ..] => children(state, r, ChildKind::Port, rest).await,
+        ["volume", rest @ ..] => {
+            require_volume(r)?;
+            match (rest, m) {
+                ([], &Method::GET) => Ok(volume_links(r, "volume")),
+                (["connectors", rest @ ..], _) => {
+                    children(state, r, ChildKind::Connector, rest).await
+                }
+                (["targets", rest @ ..], _) => children(state, r, ChildKind::Target, rest).await,
+                _ => Err(not_found_path(r)),
+            }
+        }
+        ["nodes", ..] => Err(method_not_allowed()),
+        _ => Err(not_found_path(r)),
+    }
+}
+
+/// `/v1/nodes/{node}/...`: a node's sub-resources and actions (`rest` after the node).
+async fn node_route(state: &ApiState, r: &Request, node: &str, rest: &[&str]) -> ApiResult {
+    let m = &r.method;
+    match rest {
+        ["states"] if m == Method::GET => node_states(state, node).await,
+        ["states", "power"] if m == Method::PUT => set_power(state, r, node).await,
+        ["states", "provision"] if m == Method::PUT => set_provision(state, r, node).await,
+        ["validate"] if m == Method::GET => validate(state, node).await,
+        ["maintenance"] if m == Method::PUT => set_maintenance(state, r, node, true).await,
+        ["maintenance"] if m == Method::DELETE => set_maintenance(state, r, node, false).await,
+        ["management", "boot_device"] if m == Method::GET => get_boot_device(state, node).await,
+        ["management", "boot_device"] if m == Method::PUT => set_boot_device(state, r, node).await,
+        ["management", "boot_device", "supported"] if m == Method::GET => {
+            load_node(state, node).await?;
+            Ok(json_response(StatusCode::OK, &json!({"supported_boot_devices": ["pxe", "disk"]})))
+        }
+        ["traits", rest @ ..] => ironic::traits(state, r, node, rest).await,
+        ["vifs", rest @ ..] => ironic::vifs(state, r, node, rest).await,
+        ["states", "raid"] if m == Method::PUT => ironic::set_raid(state, r, node).await,
+        ["states", "console"] if m == Method::GET || m == Method::PUT => {
+            ironic::console(state, r, node).await
+        }
+        ["management", "inject_nmi"] if m == Method::PUT => {
+            ironic::inject_nmi(state, r, node).await
+        }
+        ["vendor_passthru", rest @ ..] => ironic::vendor_passthru(state, r, node, rest).await,
+        ["portgroups"] | ["portgroups", "detail"] if m == Method::GET => {
+            ironic::require(r, "portgroups")?;
+            load_node(state, node).await?;
+            Ok(json_response(StatusCode::OK, &json!({"portgroups": []})))
+        }
+        ["ports"] | ["ports", "detail"] if m == Method::GET => {
             let uuid = load_node(state, node).await?.node.uuid;
             list_children(state, r, ChildKind::Port, Some(uuid)).await
         }
-        ["nodes", node, "volume", rest @ ..] => {
+        ["volume", rest @ ..] => {
             require_volume(r)?;
             let uuid = load_node(state, node).await?.node.uuid;
             match (rest, m) {
@@ -141,21 +147,9 @@ pub(super) async fn route(state: &ApiState, r: &Request) -> ApiResult {
                 )),
             }
         }
-        ["ports", rest @ ..] => children(state, r, ChildKind::Port, rest).await,
-        ["volume", rest @ ..] => {
-            require_volume(r)?;
-            match (rest, m) {
-                ([], &Method::GET) => Ok(volume_links(r, "volume")),
-                (["connectors", rest @ ..], _) => {
-                    children(state, r, ChildKind::Connector, rest).await
-                }
-                (["targets", rest @ ..], _) => children(state, r, ChildKind::Target, rest).await,
-                _ => Err(not_found_path(r)),
-            }
-        }
         // Sub-resources of later microversions (bios 1.40, history, firmware...): 404, as
         // Ironic answers at 1.38.
-        ["nodes", _, sub, ..]
+        [sub, ..]
             if ![
                 "states",
                 "validate",
@@ -172,8 +166,7 @@ pub(super) async fn route(state: &ApiState, r: &Request) -> ApiResult {
         {
             Err(not_found_path(r))
         }
-        ["nodes", ..] => Err(method_not_allowed()),
-        _ => Err(not_found_path(r)),
+        _ => Err(method_not_allowed()),
     }
 }
 
