@@ -379,6 +379,69 @@ pub(crate) fn json_response(status: StatusCode, body: &Value) -> Response {
     (status, [(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
 }
 
+/// `GET /`: the version document.
+fn root_document(base: &str) -> Value {
+    let v1 = version_object(base);
+    json!({
+        "name": "OpenStack Ironic API",
+        "description": "Ironic is an OpenStack project which enables the provision and management of baremetal machines (served by bootvol).",
+        "default_version": v1,
+        "versions": [v1],
+    })
+}
+
+/// `GET /v1`: the links of the resources at microversion `minor`.
+fn v1_document(base: &str, minor: u32) -> Value {
+    let link = |name: &str| {
+        json!([{"href": format!("{base}/v1/{name}/"), "rel": "self"},
+               {"href": format!("{base}/{name}/"), "rel": "bookmark"}])
+    };
+    let mut doc = json!({
+        "id": "v1",
+        "version": version_object(base),
+        "links": [{"href": format!("{base}/v1/"), "rel": "self"}],
+        "media_types": [{"base": "application/json", "type": "application/vnd.openstack.ironic.v1+json"}],
+        "nodes": link("nodes"),
+        "ports": link("ports"),
+        "chassis": link("chassis"),
+        "drivers": link("drivers"),
+    });
+    if let Some(map) = doc.as_object_mut() {
+        if minor >= 23 {
+            map.insert("portgroups".into(), link("portgroups"));
+        }
+        if minor >= VOLUME_MINOR {
+            map.insert("volume".into(), link("volume"));
+        }
+    }
+    doc
+}
+
+/// A write's body, refused (413) when it declares or holds more than [`MAX_BODY`] bytes; other
+/// methods read none.
+async fn read_body(method: &Method, headers: &HeaderMap, body: Body) -> Result<Bytes, ApiError> {
+    let too_large = || {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("The request body is larger than {MAX_BODY} bytes."),
+        )
+    };
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    let writes = matches!(*method, Method::POST | Method::PUT | Method::PATCH);
+    if writes && declared.is_some_and(|n| n > MAX_BODY as u64) {
+        // Refused before reading a byte of it.
+        return Err(too_large());
+    }
+    if writes {
+        axum::body::to_bytes(body, MAX_BODY).await.map_err(|_| too_large())
+    } else {
+        Ok(Bytes::new())
+    }
+}
+
 /// One request, parsed.
 #[derive(Debug)]
 pub(crate) struct Request {
@@ -506,44 +569,13 @@ async fn dispatch(
             if method != Method::GET && method != Method::HEAD {
                 return Err(ApiError::method_not_allowed());
             }
-            let v1 = version_object(&base);
-            return Ok(json_response(
-                StatusCode::OK,
-                &json!({
-                    "name": "OpenStack Ironic API",
-                    "description": "Ironic is an OpenStack project which enables the provision and management of baremetal machines (served by bootvol).",
-                    "default_version": v1,
-                    "versions": [v1],
-                }),
-            ));
+            return Ok(json_response(StatusCode::OK, &root_document(&base)));
         }
         ["v1"] => {
             if method != Method::GET && method != Method::HEAD {
                 return Err(ApiError::method_not_allowed());
             }
-            let link = |name: &str| {
-                json!([{"href": format!("{base}/v1/{name}/"), "rel": "self"},
-                       {"href": format!("{base}/{name}/"), "rel": "bookmark"}])
-            };
-            let mut doc = json!({
-                "id": "v1",
-                "version": version_object(&base),
-                "links": [{"href": format!("{base}/v1/"), "rel": "self"}],
-                "media_types": [{"base": "application/json", "type": "application/vnd.openstack.ironic.v1+json"}],
-                "nodes": link("nodes"),
-                "ports": link("ports"),
-                "chassis": link("chassis"),
-                "drivers": link("drivers"),
-            });
-            if let Some(map) = doc.as_object_mut() {
-                if minor >= 23 {
-                    map.insert("portgroups".into(), link("portgroups"));
-                }
-                if minor >= VOLUME_MINOR {
-                    map.insert("volume".into(), link("volume"));
-                }
-            }
-            return Ok(json_response(StatusCode::OK, &doc));
+            return Ok(json_response(StatusCode::OK, &v1_document(&base, minor)));
         }
         ["v1", ..] => {}
         _ => return Err(ApiError::not_found(format!("The resource {path} could not be found."))),
@@ -552,27 +584,7 @@ async fn dispatch(
     let query = axum::extract::Query::<Vec<(String, String)>>::try_from_uri(uri)
         .map_err(|e| ApiError::bad_request(format!("Invalid query string: {e}")))?
         .0;
-    let too_large = || {
-        ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!("The request body is larger than {MAX_BODY} bytes."),
-        )
-    };
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if matches!(method, Method::POST | Method::PUT | Method::PATCH)
-        && declared.is_some_and(|n| n > MAX_BODY as u64)
-    {
-        // Refused before reading a byte of it.
-        return Err(too_large());
-    }
-    let body = if matches!(method, Method::POST | Method::PUT | Method::PATCH) {
-        axum::body::to_bytes(body, MAX_BODY).await.map_err(|_| too_large())?
-    } else {
-        Bytes::new()
-    };
+    let body = read_body(&method, headers, body).await?;
     let request = Request {
         method,
         segments: segments[1..].iter().map(|s| (*s).to_owned()).collect(),
