@@ -51,7 +51,7 @@ use node::node_page;
 use session::Sessions;
 
 /// The session cookie's name.
-pub const COOKIE: &str = "bootvol_admin";
+pub(crate) const COOKIE: &str = "bootvol_admin";
 
 /// The user name of sessions opened without a log-in (`[api] auth_strategy = "noauth"`).
 const NOAUTH_USER: &str = "(no authentication)";

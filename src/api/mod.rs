@@ -46,15 +46,15 @@ use bootvol_control::nodes::{NodeError, NodeService};
 use bootvol_core::config::{ApiAuthStrategy, Config};
 
 /// The lowest microversion served (and the one a request without a version header gets).
-pub const MIN_MINOR: u32 = 1;
+pub(crate) const MIN_MINOR: u32 = 1;
 /// The highest microversion served.
-pub const MAX_MINOR: u32 = 38;
+pub(crate) const MAX_MINOR: u32 = 38;
 /// Volume connectors and targets appear at this microversion.
-pub const VOLUME_MINOR: u32 = 32;
+pub(crate) const VOLUME_MINOR: u32 = 32;
 /// `storage_interface` appears at this microversion.
 pub const STORAGE_INTERFACE_MINOR: u32 = 33;
 /// The largest request body accepted.
-pub const MAX_BODY: usize = 1024 * 1024;
+pub(crate) const MAX_BODY: usize = 1024 * 1024;
 
 const MIN_HEADER: &str = "X-OpenStack-Ironic-API-Minimum-Version";
 const MAX_HEADER: &str = "X-OpenStack-Ironic-API-Maximum-Version";
@@ -257,12 +257,12 @@ impl ApiState {
 /// The API's routes: the public `/healthz`, `/readyz` and `/metrics` (no authentication), then
 /// everything else through one dispatcher, so trailing slashes, node names, authentication and
 /// Ironic's error shapes are handled in one place.
-pub fn router(state: ApiState) -> Router {
+pub(crate) fn router(state: ApiState) -> Router {
     public_routes().fallback(handle).with_state(state)
 }
 
 /// The public routes alone, for `[metrics] listen`: anything else is 404.
-pub fn public_router(state: ApiState) -> Router {
+pub(crate) fn public_router(state: ApiState) -> Router {
     public_routes().with_state(state)
 }
 
