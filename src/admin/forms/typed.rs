@@ -39,6 +39,12 @@ pub(super) fn mask_typed_json(text: &str) -> String {
         bootvol_core::secrets::mask(&mut value);
         return serde_json::to_string_pretty(&value).unwrap_or_default();
     }
+    mask_unparsed(text)
+}
+
+/// [`mask_typed_json`] of text that does not parse: its string literals scanned, a secret
+/// key's value (a literal or a bare value up to its end) masked.
+fn mask_unparsed(text: &str) -> String {
     let chars: Vec<char> = text.chars().collect();
     let mut out = String::with_capacity(text.len());
     let mut secret_value = false;
