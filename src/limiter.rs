@@ -18,14 +18,14 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// The longest lock; a pair quiet this long is forgotten.
-pub const MAX_LOCK: Duration = Duration::from_secs(3600);
+pub(crate) const MAX_LOCK: Duration = Duration::from_secs(3600);
 /// Pairs kept at most.
 const MAX_PAIRS: usize = 10_000;
 /// User names are kept to this many bytes (a name is a key, not a payload).
 const MAX_USER: usize = 128;
 
 /// A lock's remaining time in whole seconds, rounded up (at least 1): `Retry-After`.
-pub fn retry_seconds(wait: Duration) -> u64 {
+pub(crate) fn retry_seconds(wait: Duration) -> u64 {
     wait.as_secs() + u64::from(wait.subsec_nanos() > 0)
 }
 

@@ -19,21 +19,28 @@
 
 use std::collections::HashMap;
 
-use axum::extract::{Form, Path, State};
-use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::extract::{Path, State};
+use axum::http::{StatusCode, Uri};
 use axum::response::{IntoResponse, Redirect, Response};
 use serde_json::{Map, Value, json};
 
+use super::extract::CheckedForm;
+
+mod bulk;
+mod typed;
 use super::node::render_node;
 use super::rack::{needs_confirmation, started};
 use super::session::Session;
-use super::{AdminState, NodesView, checked_post};
+use super::{AdminState, NodesView};
 use crate::api::StateChange;
 use bootvol_control::nodes::{NodeError, NodeService};
 use bootvol_core::inventory::{self, ChildSpec};
 use bootvol_core::model::{
     Child, ChildKind, Driver, NodeRecord, ProvisionState, Stamped, StorageInterfaceName, new_uuid,
 };
+pub(super) use bulk::bulk;
+pub(super) use typed::Typed;
+use typed::typed_values;
 
 fn field<'a>(form: &'a HashMap<String, String>, name: &str) -> &'a str {
     form.get(name).map_or("", |v| v.trim())
@@ -48,88 +55,6 @@ fn status_of(e: &NodeError) -> StatusCode {
         NodeError::Database(_) => StatusCode::INTERNAL_SERVER_ERROR,
         NodeError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
     }
-}
-
-/// What a refused form had in it, to show it again.
-#[derive(Debug, Clone, Default)]
-pub(super) struct Typed {
-    /// Which form (`edit-node`, `add-targets`, `targets-<uuid>`, ...).
-    pub(super) form: String,
-    /// Its fields as typed, secrets left out.
-    pub(super) values: HashMap<String, String>,
-    /// The field the refusal is about, when known.
-    pub(super) field: Option<&'static str>,
-}
-
-/// Fields never shown again: secrets are typed again.
-const UNECHOED: &[&str] = &["csrf", "auth_password", "bmc_password", "confirm"];
-
-/// Fields typed as JSON: shown again with their secrets masked.
-const JSON_FIELDS: &[&str] = &["driver_info", "instance_info", "properties"];
-
-fn typed_values(form: &HashMap<String, String>) -> HashMap<String, String> {
-    form.iter()
-        .filter(|(k, _)| !UNECHOED.contains(&k.as_str()))
-        .map(|(k, v)| {
-            let v = if JSON_FIELDS.contains(&k.as_str()) { mask_typed_json(v) } else { v.clone() };
-            (k.clone(), v)
-        })
-        .collect()
-}
-
-/// JSON as typed, to show again, with the value of every secret key (`secrets::is_secret_key`)
-/// replaced by the mask, even when the text does not parse (the typo that got it refused):
-/// string literals are scanned, and a literal followed by `:` is a key.
-pub(super) fn mask_typed_json(text: &str) -> String {
-    if let Ok(mut value) = serde_json::from_str::<Value>(text) {
-        bootvol_core::secrets::mask(&mut value);
-        return serde_json::to_string_pretty(&value).unwrap_or_default();
-    }
-    let chars: Vec<char> = text.chars().collect();
-    let mut out = String::with_capacity(text.len());
-    let mut secret_value = false;
-    let mut i = 0;
-    while i < chars.len() {
-        let c = chars[i];
-        if c == '"' {
-            let start = i;
-            i += 1;
-            while i < chars.len() && chars[i] != '"' {
-                i += if chars[i] == '\\' { 2 } else { 1 };
-            }
-            let end = i.min(chars.len());
-            i = (i + 1).min(chars.len());
-            let literal: String = chars[start..i].iter().collect();
-            if secret_value {
-                out.push_str(&format!("\"{}\"", bootvol_core::secrets::MASK));
-                secret_value = false;
-                continue;
-            }
-            out.push_str(&literal);
-            let next = chars[i..].iter().find(|c| !c.is_whitespace());
-            if next == Some(&':') {
-                let key: String = chars[start + 1..end].iter().collect();
-                secret_value = bootvol_core::secrets::is_secret_key(&key);
-            }
-            continue;
-        }
-        if secret_value && !c.is_whitespace() && c != ':' {
-            if matches!(c, '{' | '[') {
-                secret_value = false;
-            } else {
-                // A bare value (a number, or text that is not JSON): masked to its end.
-                while i < chars.len() && !matches!(chars[i], ',' | '}' | ']' | '\n') {
-                    i += 1;
-                }
-                out.push_str(&format!("\"{}\"", bootvol_core::secrets::MASK));
-                secret_value = false;
-                continue;
-            }
-        }
-        out.push(c);
-        i += 1;
-    }
-    out
 }
 
 /// An action asked again before it is done: the node named, the same form with `confirm`.
@@ -231,27 +156,21 @@ async fn finish(
     }
 }
 
-/// Runs a form handler after the session and CSRF checks; a refusal shows the form
+/// Runs a form handler (its session and CSRF token checked by [`CheckedForm`]); a refusal shows the form
 /// `typed_form` again with what was typed.
 async fn with_session<F, Fut>(
     state: &AdminState,
-    headers: &HeaderMap,
-    uri: &Uri,
+    s: &Session,
     form: &HashMap<String, String>,
     typed_form: Option<String>,
     run: F,
 ) -> Response
 where
-    F: FnOnce(Session) -> Fut,
+    F: FnOnce() -> Fut,
     Fut: std::future::Future<Output = Outcome>,
 {
-    match checked_post(state, headers, uri, form).await {
-        Ok(s) => {
-            let outcome = run(s.clone()).await;
-            finish(state, &s, outcome, typed_form, form).await
-        }
-        Err(refused) => *refused,
-    }
+    let outcome = run().await;
+    finish(state, s, outcome, typed_form, form).await
 }
 
 /// The confirmation step of `form`'s action on `record` when it needs one and `confirm` does
@@ -304,16 +223,16 @@ pub(super) async fn node_form(
     State(state): State<AdminState>,
     Path((node, name)): Path<(String, String)>,
     uri: Uri,
-    headers: HeaderMap,
-    Form(form): Form<HashMap<String, String>>,
+    checked: CheckedForm,
 ) -> Response {
+    let CheckedForm { session, fields: form, .. } = checked;
     let typed_form = match name.as_str() {
         "edit" => Some("edit-node".to_owned()),
         "ports" | "connectors" | "targets" => Some(format!("add-{name}")),
         _ => None,
     };
     let path = uri.path().to_owned();
-    with_session(&state, &headers, &uri, &form, typed_form, |_| async {
+    with_session(&state, &session, &form, typed_form, || async {
         match name.as_str() {
             which @ ("power" | "provision") => set_state(&state, &node, &form, &path, which).await,
             "validate" => validate(&state, &node).await,
@@ -566,13 +485,9 @@ fn initial_children(form: &HashMap<String, String>) -> Vec<(ChildKind, Value)> {
 /// interface chosen, the node gets `external` when the configured default is `noop` (with
 /// `noop` it could not boot its volume). A refusal shows the form again as typed (secrets left
 /// out), the message beside the field it is about.
-pub(super) async fn create_node(
-    State(state): State<AdminState>,
-    uri: Uri,
-    headers: HeaderMap,
-    Form(form): Form<HashMap<String, String>>,
-) -> Response {
-    with_session(&state, &headers, &uri, &form, None, |_| async {
+pub(super) async fn create_node(State(state): State<AdminState>, checked: CheckedForm) -> Response {
+    let CheckedForm { session, fields: form, .. } = checked;
+    with_session(&state, &session, &form, None, || async {
         let refused = |status: StatusCode, kind: &str, message: String| Outcome::Refused {
             node: None,
             status,
@@ -640,107 +555,6 @@ pub(super) async fn create_node(
             }
         }
         Outcome::on_node(&uuid, format!("Node created.{extra}"))
-    })
-    .await
-}
-
-/// `POST /admin/bulk`: one action on the nodes ticked in the list (`node`, repeated): `power
-/// on`, `power off`, `rebooting`, `soft power off`, `maintenance on`, `maintenance off` or
-/// `provide`. Power off, reboot and soft power off need `confirm` naming the nodes (as the
-/// confirmation step lists them). Each node is done or refused on its own; the message says
-/// which. Back to the list as it was (`back`).
-pub(super) async fn bulk(
-    State(state): State<AdminState>,
-    uri: Uri,
-    headers: HeaderMap,
-    Form(pairs): Form<Vec<(String, String)>>,
-) -> Response {
-    let form: HashMap<String, String> = pairs.iter().cloned().collect();
-    let picked: Vec<String> =
-        pairs.iter().filter(|(k, _)| k == "node").map(|(_, v)| v.clone()).collect();
-    let back = super::safe_next(form.get("back").map(String::as_str));
-    with_session(&state, &headers, &uri, &form, None, |_| async {
-        let action = field(&form, "action");
-        let refused = |message: String| Outcome::Done { to: back.clone(), message, bad: true };
-        let (which, target) = match action {
-            "power on" | "power off" | "rebooting" | "soft power off" => ("power", action),
-            "maintenance on" | "maintenance off" => ("maintenance", action),
-            "provide" => ("provision", action),
-            _ => return refused("Choose an action for the selected nodes.".into()),
-        };
-        if picked.is_empty() {
-            return refused("No node was selected: tick the nodes first.".into());
-        }
-        let mut records = Vec::new();
-        for key in &picked {
-            match state.nodes().node(key).await {
-                Ok(record) => records.push(record),
-                Err(e) => return refused(format!("Nothing was done: {e}")),
-            }
-        }
-        let names: Vec<String> = records.iter().map(|r| r.node.name.clone()).collect();
-        let listed = names.join(", ");
-        if needs_confirmation(which, target) && field(&form, "confirm") != listed {
-            let mut fields: Vec<(String, String)> =
-                records.iter().map(|r| ("node".to_owned(), r.node.uuid.clone())).collect();
-            fields.push(("action".into(), action.into()));
-            fields.push(("back".into(), back.clone()));
-            fields.push(("confirm".into(), listed.clone()));
-            let label = started(which, target).replace(" started.", "");
-            return Outcome::Confirm(Box::new(Confirm {
-                what: format!("{label} {} node(s)", records.len()),
-                consequence: format!("{label} these {} node(s): {listed}.", records.len()),
-                action: "/admin/bulk".into(),
-                fields,
-                back: back.clone(),
-            }));
-        }
-        let (mut done, mut failed) = (Vec::new(), Vec::new());
-        for record in &records {
-            let name = record.node.name.clone();
-            let result = match which {
-                "maintenance" => state
-                    .nodes()
-                    .set_maintenance(&record.node.uuid, target == "maintenance on", None)
-                    .await
-                    .map(|_| ())
-                    .map_err(|e| e.to_string()),
-                _ => {
-                    let change =
-                        if which == "power" { StateChange::Power } else { StateChange::Provision };
-                    crate::api::start_state_change(&state.api, &record.node.uuid, change, target)
-                        .await
-                        .map(|_| ())
-                        .map_err(|e| e.message().to_owned())
-                }
-            };
-            match result {
-                Ok(()) => done.push(name),
-                Err(e) => failed.push(format!("{name}: {e}")),
-            }
-        }
-        let what = match which {
-            "maintenance" if target == "maintenance on" => "Maintenance set".to_owned(),
-            "maintenance" => "Maintenance ended".to_owned(),
-            _ => started(which, target).replace('.', ""),
-        };
-        let mut message = if done.is_empty() {
-            String::new()
-        } else {
-            format!("{what} on {} node(s): {}. ", done.len(), done.join(", "))
-        };
-        if !failed.is_empty() {
-            message.push_str(&format!(
-                "Refused on {} node(s): {}",
-                failed.len(),
-                failed.join("; ")
-            ));
-        }
-        Outcome::Done {
-            to: back.clone(),
-            message: message.trim_end().to_owned(),
-            bad: !failed.is_empty(),
-        }
     })
     .await
 }
@@ -885,12 +699,12 @@ pub(super) async fn child_form(
     State(state): State<AdminState>,
     Path((node, segment, id)): Path<(String, String, String)>,
     uri: Uri,
-    headers: HeaderMap,
-    Form(form): Form<HashMap<String, String>>,
+    checked: CheckedForm,
 ) -> Response {
+    let CheckedForm { session, fields: form, .. } = checked;
     let delete = uri.path().ends_with("/delete");
     let typed_form = (!delete).then(|| format!("{segment}-{id}"));
-    with_session(&state, &headers, &uri, &form, typed_form, |_| async {
+    with_session(&state, &session, &form, typed_form, || async {
         let (kind, uuid) = match child_of(&state, &node, &segment).await {
             Ok(found) => found,
             Err(refused) => return refused,
@@ -919,6 +733,7 @@ pub(super) async fn child_form(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use typed::mask_typed_json;
 
     fn form(pairs: &[(&str, &str)]) -> HashMap<String, String> {
         pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()

@@ -15,8 +15,8 @@
 //! messages still need one), and every page says that authentication is off.
 //!
 //! Reads and writes go through the node service ([`bootvol_control::nodes`]), the same typed core the
-//! API calls (never through the API's routes, and never around the core to `db`); scripts come
-//! from the `boot` scenario rules. Like the API, secrets are masked before anything reaches a
+//! API calls (never through the API's routes, and never around the core to `db`); a node's
+//! script is read from the boot snapshot the boot edge serves (`ApiState::snapshot`). Like the API, secrets are masked before anything reaches a
 //! template. The password form (`password.rs`) sets the logged-in user's own password in the
 //! htpasswd file, which the running process reloads.
 //!
@@ -25,6 +25,7 @@
 //! DENY`, `frame-ancestors 'none'`); only `/admin/activity` sets its own (`SAMEORIGIN`, `'self'`).
 
 mod activity;
+mod extract;
 mod forms;
 mod node;
 mod password;
@@ -45,11 +46,12 @@ use serde::Serialize;
 
 use crate::api::ApiState;
 use crate::limiter::LoginLimiter;
+use extract::{CheckedForm, LoggedIn};
 use node::node_page;
 use session::Sessions;
 
 /// The session cookie's name.
-pub const COOKIE: &str = "bootvol_admin";
+pub(crate) const COOKIE: &str = "bootvol_admin";
 
 /// The user name of sessions opened without a log-in (`[api] auth_strategy = "noauth"`).
 const NOAUTH_USER: &str = "(no authentication)";
@@ -472,15 +474,7 @@ async fn checked_post(
     }
 }
 
-async fn logout(
-    State(state): State<AdminState>,
-    headers: HeaderMap,
-    uri: Uri,
-    Form(form): Form<HashMap<String, String>>,
-) -> Response {
-    if let Err(refused) = checked_post(&state, &headers, &uri, &form).await {
-        return *refused;
-    }
+async fn logout(State(state): State<AdminState>, headers: HeaderMap, _: CheckedForm) -> Response {
     if let Some(c) = cookie_value(&headers)
         && let Some((id, until)) = state.sessions().await.close(&c)
     {
@@ -498,24 +492,18 @@ async fn logout(
 
 async fn nodes_page(
     State(state): State<AdminState>,
+    LoggedIn(s): LoggedIn,
     Query(query): Query<HashMap<String, String>>,
-    headers: HeaderMap,
-    uri: Uri,
 ) -> Response {
-    match logged_in(&state, &headers, &uri).await {
-        Ok(s) => {
-            // "Enroll" on an unknown MAC comes back here with the MAC to prefill the form.
-            let mut view = NodesView::new(rack::ListQuery::parse(&query));
-            if let Some(mac) =
-                query.get("enroll").and_then(|m| m.parse::<bootvol_core::model::MacAddr>().ok())
-            {
-                view.typed.insert("mac".into(), mac.to_string());
-                view.create_open = true;
-            }
-            render_nodes(&state, &s, StatusCode::OK, view).await
-        }
-        Err(redirect) => *redirect,
+    // "Enroll" on an unknown MAC comes back here with the MAC to prefill the form.
+    let mut view = NodesView::new(rack::ListQuery::parse(&query));
+    if let Some(mac) =
+        query.get("enroll").and_then(|m| m.parse::<bootvol_core::model::MacAddr>().ok())
+    {
+        view.typed.insert("mac".into(), mac.to_string());
+        view.create_open = true;
     }
+    render_nodes(&state, &s, StatusCode::OK, view).await
 }
 
 /// How often the boot activity frame redraws itself (`<meta http-equiv="refresh">`).
@@ -524,10 +512,7 @@ const ACTIVITY_REFRESH_SECS: u32 = 15;
 /// The boot activity of the last hour, a page of its own that the nodes list frames and that
 /// redraws itself: live without JavaScript. Only this page may be framed, and only by the admin
 /// page itself.
-async fn activity_page(State(state): State<AdminState>, headers: HeaderMap, uri: Uri) -> Response {
-    if let Err(redirect) = logged_in(&state, &headers, &uri).await {
-        return *redirect;
-    }
+async fn activity_page(State(state): State<AdminState>, _: LoggedIn) -> Response {
     let minutes = state.api.metrics().boot_activity();
     let mut response = state.render(
         StatusCode::OK,
@@ -551,10 +536,7 @@ async fn activity_page(State(state): State<AdminState>, headers: HeaderMap, uri:
 
 /// The metrics with refused scripts counted apart from unknown MACs, for a logged-in operator
 /// (the public `/metrics` counts them as unknown, as their answer looked).
-async fn metrics_page(State(state): State<AdminState>, headers: HeaderMap, uri: Uri) -> Response {
-    if let Err(redirect) = logged_in(&state, &headers, &uri).await {
-        return *redirect;
-    }
+async fn metrics_page(State(state): State<AdminState>, _: LoggedIn) -> Response {
     let text = state.api.metrics().scrape_full().await;
     let kind = HeaderValue::from_static(bootvol_runtime::metrics::CONTENT_TYPE);
     (StatusCode::OK, [(header::CONTENT_TYPE, kind)], text).into_response()
@@ -648,18 +630,7 @@ async fn render_nodes(
     let mut unknown: Vec<minijinja::Value> = Vec::new();
     let (rows, volumes) = match folded {
         Ok(ListFold { rows, known, volumes }) => {
-            let mut seen = std::collections::HashSet::new();
-            for hit in state.api.recent_boots().newest_first() {
-                if let (Some(mac), "unknown") = (hit.mac, hit.what)
-                    && !known.contains(&mac)
-                    && seen.insert(mac)
-                {
-                    unknown.push(context! {
-                        mac => mac.to_string(), client => hit.client.to_string(), via => hit.via,
-                        at => bootvol_core::timefmt::format_unix(hit.at.max(0) as u64),
-                    });
-                }
-            }
+            unknown = unknown_macs(state, &known);
             (rows, volumes)
         }
         Err(e) => {
@@ -670,17 +641,7 @@ async fn render_nodes(
     let attention = rack::attention(&rows, unknown.len());
     let page = rack::page(rows, &view.query);
     let query = &view.query;
-    let columns: Vec<Column> = [
-        ("Name", "name"),
-        ("MAC", "mac"),
-        ("Power", "power"),
-        ("Provision state", "state"),
-        ("Scenario", "scenario"),
-        ("Last error", "error"),
-    ]
-    .into_iter()
-    .map(|(label, key)| Column { label, href: query.sort_href(key), arrow: query.arrow(key) })
-    .collect();
+    let columns = columns(query);
     let pages = context! {
         previous => (page.page > 1).then(|| query.href(&[("page", &(page.page - 1).to_string())])),
         next => (page.page < page.pages).then(|| query.href(&[("page", &(page.page + 1).to_string())])),
@@ -709,6 +670,42 @@ async fn render_nodes(
         typed => view.typed, error_field => error_field, error_text => error_text,
         create_open => create_open, default_storage => default.as_str() },
     )
+}
+
+/// MACs seen recently that belong to no node of `known`, newest first, each once.
+fn unknown_macs(
+    state: &AdminState,
+    known: &std::collections::HashSet<bootvol_core::model::MacAddr>,
+) -> Vec<minijinja::Value> {
+    let mut unknown = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for hit in state.api.recent_boots().newest_first() {
+        if let (Some(mac), "unknown") = (hit.mac, hit.what)
+            && !known.contains(&mac)
+            && seen.insert(mac)
+        {
+            unknown.push(context! {
+                mac => mac.to_string(), client => hit.client.to_string(), via => hit.via,
+                at => bootvol_core::timefmt::format_unix(hit.at.max(0) as u64),
+            });
+        }
+    }
+    unknown
+}
+
+/// The sortable columns' header links for the list as `query` has it.
+fn columns(query: &rack::ListQuery) -> Vec<Column> {
+    [
+        ("Name", "name"),
+        ("MAC", "mac"),
+        ("Power", "power"),
+        ("Provision state", "state"),
+        ("Scenario", "scenario"),
+        ("Last error", "error"),
+    ]
+    .into_iter()
+    .map(|(label, key)| Column { label, href: query.sort_href(key), arrow: query.arrow(key) })
+    .collect()
 }
 
 /// The last sync pass and the attachments counted by state, as the node service reads them.

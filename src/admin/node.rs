@@ -1,20 +1,22 @@
 //! The node page: states (and, while an action runs, where it heads, the page refreshing
 //! itself; a red banner when the node failed or its last action did), the actions that fit its state, scenario, ports,
 //! connectors, targets (secrets masked; a drifted volume said so on its row), the BMC fields of
-//! its driver (the password write-only), the exact script the node gets (secrets masked) and
+//! its driver (the password write-only), the script the boot edge serves it, read from the
+//! same boot snapshot (secrets masked; the default script, said so, when that is what it gets) and
 //! its events, newest first, each in one line with its JSON behind a disclosure; and the
 //! confirmation step of an action that asks for one.
 
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::http::StatusCode;
 use axum::response::Response;
 use minijinja::context;
 use minijinja::value::Serde;
 use serde_json::{Map, Value, json};
 
+use super::extract::LoggedIn;
 use super::forms::{Confirm, Typed, bmc_keys};
 use super::session::Session;
-use super::{AdminState, logged_in, rack};
+use super::{AdminState, rack};
 use bootvol_core::model::{ConnectorType, Driver, NodeRecord, StorageInterfaceName, VolumeType};
 use bootvol_core::secrets::{MASK, is_secret_key, mask, mask_map};
 
@@ -58,7 +60,9 @@ fn secret_texts(value: &Value, out: &mut Vec<String>) {
     }
 }
 
-/// The script with every secret value of the record replaced by [`MASK`].
+/// The script with every secret value of the record replaced by [`MASK`], and the value of
+/// every `set <...password>` line too (a snapshot built before the record's last change may
+/// hold a secret the record no longer has).
 pub(super) fn masked_script(record: &NodeRecord, script: &str) -> String {
     let mut maps = vec![
         &record.node.driver_info,
@@ -66,7 +70,49 @@ pub(super) fn masked_script(record: &NodeRecord, script: &str) -> String {
         &record.node.driver_internal_info,
     ];
     maps.extend(record.volume_targets.iter().map(|t| &t.properties));
-    mask_secrets(script, &maps)
+    let masked = mask_secrets(script, &maps);
+    let mut out = String::with_capacity(masked.len());
+    for line in masked.split_inclusive('\n') {
+        let mut words = line.split_whitespace();
+        match (words.next(), words.next(), words.next()) {
+            (Some("set"), Some(name), Some(value))
+                if name.ends_with("password") && value != MASK =>
+            {
+                let indent = &line[..line.len() - line.trim_start().len()];
+                let end = if line.ends_with('\n') { "\n" } else { "" };
+                out.push_str(&format!("{indent}set {name} {MASK}{end}"));
+            }
+            _ => out.push_str(line),
+        }
+    }
+    out
+}
+
+/// The script the boot edge serves the node now, read from the same snapshot (the bytes a boot
+/// gets), masked, and why it is not the node's own when it is not: the node does not validate
+/// (the snapshot holds the default script for it), it has no port, or the snapshot was built
+/// before its ports (it is rebuilt after every change): then a boot gets the default script.
+fn served_script(state: &AdminState, record: &NodeRecord) -> (String, Option<String>) {
+    let snapshot = state.api.snapshot();
+    let own = record.ports.iter().find_map(|p| {
+        snapshot
+            .script(p.address)
+            .filter(|s| s.node_uuid.as_deref() == Some(record.node.uuid.as_str()))
+    });
+    let (served, why) = match own {
+        Some(script) => {
+            (script, script.problem.as_ref().map(|p| format!("Served the default script: {p}")))
+        }
+        None if record.ports.is_empty() => (
+            snapshot.default_script(),
+            Some("This node has no port, so no script of its own: a machine the boot edge does not know gets the default script, shown here.".to_owned()),
+        ),
+        None => (
+            snapshot.default_script(),
+            Some("The boot snapshot does not know this node's ports yet (it is rebuilt after every change): a boot now gets the default script, shown here.".to_owned()),
+        ),
+    };
+    (masked_script(record, &String::from_utf8_lossy(&served.text)), why)
 }
 
 /// `text` with every secret string of `maps` replaced by [`MASK`].
@@ -87,13 +133,8 @@ fn mask_secrets(text: &str, maps: &[&Map<String, Value>]) -> String {
 pub(super) async fn node_page(
     State(state): State<AdminState>,
     Path(node): Path<String>,
-    uri: Uri,
-    headers: HeaderMap,
+    LoggedIn(s): LoggedIn,
 ) -> Response {
-    let s = match logged_in(&state, &headers, &uri).await {
-        Ok(s) => s,
-        Err(redirect) => return *redirect,
-    };
     render_node(&state, &s, &node, StatusCode::OK, None, None).await
 }
 
@@ -138,41 +179,9 @@ pub(super) async fn render_node(
             );
         }
     };
-    let config = state.api.config();
     let default = nodes.default_storage();
-    let (script, script_problem) =
-        match bootvol_core::boot::Templates::new(config.boot.templates_dir.as_deref()) {
-            Ok(templates) => {
-                let script = bootvol_core::boot::script_for(
-                    &templates,
-                    &config.boot_settings(),
-                    default,
-                    Some(&record),
-                );
-                (masked_script(&record, &script.text), script.problem)
-            }
-            Err(e) => (String::new(), Some(format!("templates: {e}"))),
-        };
-    let events = nodes.events(&record.node.uuid, EVENTS).await;
-    let (events, error) = match events {
-        Ok(events) => (
-            events
-                .into_iter()
-                .rev()
-                .map(|e| {
-                    let mut payload = e.payload;
-                    mask(&mut payload);
-                    json!({"created_at": e.created_at, "level": e.level, "event_type": e.event_type,
-                           "summary": rack::payload_line(&payload),
-                           "message": payload.get("message").and_then(Value::as_str),
-                           "repeats": e.repeats, "last_seen_at": e.last_seen_at,
-                           "payload": serde_json::to_string_pretty(&payload).unwrap_or_default()})
-                })
-                .collect::<Vec<_>>(),
-            None,
-        ),
-        Err(e) => (Vec::new(), Some(format!("events: {e}"))),
-    };
+    let (script, script_problem) = served_script(state, &record);
+    let (events, error) = node_events(nodes, &record.node.uuid).await;
     // Two hosts claimed this node's secrets (`script_access`): a red banner, newest first.
     let conflict = events
         .iter()
@@ -186,72 +195,12 @@ pub(super) async fn render_node(
         (_, None, Some(f), _) => Some(f),
         (_, None, None, e) => e,
     };
-    let drifted: std::collections::HashSet<String> = match nodes.sync_overview().await {
-        Ok((Some(last), _)) => rack::sync_lines(&last.message)
-            .into_iter()
-            .filter(|l| l.kind == "drift")
-            .filter_map(|l| l.volume)
-            .collect(),
-        _ => Default::default(),
-    };
-    let macs: Vec<bootvol_core::model::MacAddr> = record.ports.iter().map(|p| p.address).collect();
-    let boots: Vec<Value> = state
-        .api
-        .recent_boots()
-        .newest_first()
-        .into_iter()
-        .filter(|h| h.mac.is_some_and(|m| macs.contains(&m)))
-        .take(50)
-        .map(|h| {
-            json!({"at": bootvol_core::timefmt::format_unix(h.at.max(0) as u64), "via": h.via,
-                   "client": h.client.to_string(), "mac": h.mac.map(|m| m.to_string())})
-        })
-        .collect();
+    let drifted = drifted_volumes(nodes).await;
+    let boots = recent_boots_of(state, &record);
     let n = &record.node;
-    let masked_pretty = |map: &Map<String, Value>| {
-        let mut map = map.clone();
-        mask_map(&mut map);
-        if map.is_empty() {
-            String::new()
-        } else {
-            serde_json::to_string_pretty(&map).unwrap_or_default()
-        }
-    };
-    // The BMC fields of the node's driver, out of the raw driver_info shown beside them.
-    let mut other_info = n.driver_info.clone();
-    let bmc = bmc_keys(n.driver.as_str()).map(|keys| {
-        let mut value = |key: Option<&str>| {
-            key.and_then(|k| other_info.remove(k)).and_then(|v| v.as_str().map(str::to_owned))
-        };
-        let (address, system_id, username) = (value(keys[0]), value(keys[1]), value(keys[2]));
-        let password_set = value(keys[3]).is_some_and(|p| !p.is_empty());
-        json!({"address": address, "system_id": system_id, "username": username,
-               "password_set": password_set, "has_system_id": keys[1].is_some()})
-    });
-    let failed = matches!(
-        n.provision_state,
-        bootvol_core::model::ProvisionState::DeployFailed
-            | bootvol_core::model::ProvisionState::Error
-    );
     let heading_to =
         n.target_provision_state.map(|s| s.as_str()).or(n.target_power_state.map(|p| p.as_str()));
-    let node = json!({
-        "uuid": n.uuid, "name": n.name, "driver": n.driver.as_str(),
-        "bmc": bmc, "failed": failed, "heading_to": heading_to,
-        "storage_interface_set": n.storage_interface.map(|i| i.as_str()).unwrap_or(""),
-        "capabilities": n.properties.get("capabilities").and_then(Value::as_str).unwrap_or(""),
-        "driver_info": masked_pretty(&other_info),
-        "instance_info": masked_pretty(&n.instance_info),
-        "power_state": n.power_state.map(|p| p.as_str()),
-        "provision_state": n.provision_state.as_str(),
-        "storage_interface": n.effective_storage_interface(default).as_str(),
-        "scenario": match bootvol_core::boot::decide(&record, default) {
-            Ok(scenario) => scenario.name().to_owned(),
-            Err(e) => format!("not bootable: {e}"),
-        },
-        "maintenance": n.maintenance, "maintenance_reason": n.maintenance_reason,
-        "last_error": n.last_error,
-    });
+    let node = node_view(&record, default);
     let ports: Vec<Value> = record
         .ports
         .iter()
@@ -264,21 +213,7 @@ pub(super) async fn render_node(
             json!({"uuid": c.uuid, "type": c.connector_type.as_str(), "connector_id": c.connector_id})
         })
         .collect();
-    let attachments = nodes.attachments(&record.node.uuid).await.unwrap_or_default();
-    let targets: Vec<Value> = record
-        .volume_targets
-        .iter()
-        .map(|t| {
-            let attachment = attachments.iter().find(|a| a.target_uuid == t.uuid).map(|a| {
-                json!({"state": a.state.as_str(), "step": a.step, "api": a.api,
-                       "attachment_id": a.attachment_id, "last_error": a.last_error,
-                       "updated_at": a.updated_at})
-            });
-            json!({"uuid": t.uuid, "boot_index": t.boot_index, "volume_type": t.volume_type.as_str(),
-                   "volume_id": t.volume_id, "properties": masked_pretty(&t.properties),
-                   "attachment": attachment, "drift": drifted.contains(&t.volume_id)})
-        })
-        .collect();
+    let targets = targets_view(nodes, &record, &drifted).await;
     state.render(
         status,
         "node.html.j2",
@@ -299,6 +234,138 @@ pub(super) async fn render_node(
             events => Serde(events), boots => Serde(boots), conflict => Serde(conflict),
         },
     )
+}
+
+/// The node's events, newest first, their payloads masked (and the problem reading them).
+async fn node_events(
+    nodes: &bootvol_control::nodes::NodeService,
+    uuid: &str,
+) -> (Vec<Value>, Option<String>) {
+    match nodes.events(uuid, EVENTS).await {
+        Ok(events) => (
+            events
+                .into_iter()
+                .rev()
+                .map(|e| {
+                    let mut payload = e.payload;
+                    mask(&mut payload);
+                    json!({"created_at": e.created_at, "level": e.level, "event_type": e.event_type,
+                           "summary": rack::payload_line(&payload),
+                           "message": payload.get("message").and_then(Value::as_str),
+                           "repeats": e.repeats, "last_seen_at": e.last_seen_at,
+                           "payload": serde_json::to_string_pretty(&payload).unwrap_or_default()})
+                })
+                .collect::<Vec<_>>(),
+            None,
+        ),
+        Err(e) => (Vec::new(), Some(format!("events: {e}"))),
+    }
+}
+
+/// The volumes the last sync pass found drifted.
+async fn drifted_volumes(
+    nodes: &bootvol_control::nodes::NodeService,
+) -> std::collections::HashSet<String> {
+    match nodes.sync_overview().await {
+        Ok((Some(last), _)) => rack::sync_lines(&last.message)
+            .into_iter()
+            .filter(|l| l.kind == "drift")
+            .filter_map(|l| l.volume)
+            .collect(),
+        _ => Default::default(),
+    }
+}
+
+/// The recent boot requests from the node's MACs, newest first.
+fn recent_boots_of(state: &AdminState, record: &NodeRecord) -> Vec<Value> {
+    let macs: Vec<bootvol_core::model::MacAddr> = record.ports.iter().map(|p| p.address).collect();
+    state
+        .api
+        .recent_boots()
+        .newest_first()
+        .into_iter()
+        .filter(|h| h.mac.is_some_and(|m| macs.contains(&m)))
+        .take(50)
+        .map(|h| {
+            json!({"at": bootvol_core::timefmt::format_unix(h.at.max(0) as u64), "via": h.via,
+                   "client": h.client.to_string(), "mac": h.mac.map(|m| m.to_string())})
+        })
+        .collect()
+}
+
+/// A map as pretty JSON, its secrets masked; empty when the map is.
+fn masked_pretty(map: &Map<String, Value>) -> String {
+    let mut map = map.clone();
+    mask_map(&mut map);
+    if map.is_empty() {
+        String::new()
+    } else {
+        serde_json::to_string_pretty(&map).unwrap_or_default()
+    }
+}
+
+/// The node's fields as the page shows them: the BMC fields of its driver out of the raw
+/// driver_info shown beside them, states, scenario, secrets masked.
+fn node_view(record: &NodeRecord, default: StorageInterfaceName) -> Value {
+    let n = &record.node;
+    // The BMC fields of the node's driver, out of the raw driver_info shown beside them.
+    let mut other_info = n.driver_info.clone();
+    let bmc = bmc_keys(n.driver.as_str()).map(|keys| {
+        let mut value = |key: Option<&str>| {
+            key.and_then(|k| other_info.remove(k)).and_then(|v| v.as_str().map(str::to_owned))
+        };
+        let (address, system_id, username) = (value(keys[0]), value(keys[1]), value(keys[2]));
+        let password_set = value(keys[3]).is_some_and(|p| !p.is_empty());
+        json!({"address": address, "system_id": system_id, "username": username,
+               "password_set": password_set, "has_system_id": keys[1].is_some()})
+    });
+    let failed = matches!(
+        n.provision_state,
+        bootvol_core::model::ProvisionState::DeployFailed
+            | bootvol_core::model::ProvisionState::Error
+    );
+    let heading_to =
+        n.target_provision_state.map(|s| s.as_str()).or(n.target_power_state.map(|p| p.as_str()));
+    json!({
+        "uuid": n.uuid, "name": n.name, "driver": n.driver.as_str(),
+        "bmc": bmc, "failed": failed, "heading_to": heading_to,
+        "storage_interface_set": n.storage_interface.map(|i| i.as_str()).unwrap_or(""),
+        "capabilities": n.properties.get("capabilities").and_then(Value::as_str).unwrap_or(""),
+        "driver_info": masked_pretty(&other_info),
+        "instance_info": masked_pretty(&n.instance_info),
+        "power_state": n.power_state.map(|p| p.as_str()),
+        "provision_state": n.provision_state.as_str(),
+        "storage_interface": n.effective_storage_interface(default).as_str(),
+        "scenario": match bootvol_core::boot::decide(record, default) {
+            Ok(scenario) => scenario.name().to_owned(),
+            Err(e) => format!("not bootable: {e}"),
+        },
+        "maintenance": n.maintenance, "maintenance_reason": n.maintenance_reason,
+        "last_error": n.last_error,
+    })
+}
+
+/// The node's volume targets with their Cinder attachments, secrets masked.
+async fn targets_view(
+    nodes: &bootvol_control::nodes::NodeService,
+    record: &NodeRecord,
+    drifted: &std::collections::HashSet<String>,
+) -> Vec<Value> {
+    let attachments = nodes.attachments(&record.node.uuid).await.unwrap_or_default();
+    record
+        .volume_targets
+        .iter()
+        .map(|t| {
+            let attachment = attachments.iter().find(|a| a.target_uuid == t.uuid).map(|a| {
+                json!({"state": a.state.as_str(), "step": a.step, "api": a.api,
+                       "attachment_id": a.attachment_id, "last_error": a.last_error,
+                       "updated_at": a.updated_at})
+            });
+            json!({"uuid": t.uuid, "boot_index": t.boot_index, "volume_type": t.volume_type.as_str(),
+                   "volume_id": t.volume_id, "properties": masked_pretty(&t.properties),
+                   "attachment": attachment, "drift": drifted.contains(&t.volume_id)})
+        })
+        .collect()
 }
 
 #[cfg(test)]

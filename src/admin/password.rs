@@ -7,15 +7,15 @@
 //! The change ends every session of the user (they were bound to the old entry); the one that
 //! made it goes on under a fresh session, its cookie set in the answer.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 
-use axum::extract::{ConnectInfo, Extension, Form, State};
-use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::extract::{ConnectInfo, Extension, State};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use minijinja::context;
 
-use super::{AdminState, checked_post, client_key, logged_in};
+use super::extract::{CheckedForm, LoggedIn};
+use super::{AdminState, client_key};
 
 /// The shortest password the form accepts.
 pub(super) const MIN_LENGTH: usize = 12;
@@ -54,26 +54,18 @@ fn page(
 
 pub(super) async fn password_page(
     State(state): State<AdminState>,
-    headers: HeaderMap,
-    uri: Uri,
+    LoggedIn(s): LoggedIn,
 ) -> Response {
-    match logged_in(&state, &headers, &uri).await {
-        Ok(s) => page(&state, &s, StatusCode::OK, None),
-        Err(redirect) => *redirect,
-    }
+    page(&state, &s, StatusCode::OK, None)
 }
 
 pub(super) async fn set_password(
     State(state): State<AdminState>,
     connect: Option<Extension<ConnectInfo<SocketAddr>>>,
     headers: HeaderMap,
-    uri: Uri,
-    Form(form): Form<HashMap<String, String>>,
+    checked: CheckedForm,
 ) -> Response {
-    let s = match checked_post(&state, &headers, &uri, &form).await {
-        Ok(s) => s,
-        Err(refused) => return *refused,
-    };
+    let CheckedForm { session: s, fields: form, .. } = checked;
     if state.auth_off {
         return Redirect::to("/admin/").into_response();
     }

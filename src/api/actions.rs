@@ -33,10 +33,9 @@ pub(super) fn map_conductor(e: ConductorError) -> ApiError {
     }
 }
 
-pub(super) async fn node_states(state: &ApiState, r: &Request, key: &str) -> ApiResult {
+pub(super) async fn node_states(state: &ApiState, key: &str) -> ApiResult {
     let record = load_node(state, key).await?;
     let n = &record.node;
-    let _ = r;
     let mut doc = json!({
         "power_state": n.power_state,
         "target_power_state": n.target_power_state,
@@ -49,7 +48,6 @@ pub(super) async fn node_states(state: &ApiState, r: &Request, key: &str) -> Api
         "target_raid_config": {},
     });
     mask(&mut doc);
-    let _ = state;
     Ok(json_response(StatusCode::OK, &doc))
 }
 
@@ -110,34 +108,7 @@ pub(super) async fn set_provision(state: &ApiState, r: &Request, key: &str) -> A
             r.minor
         )));
     }
-    let configdrive = body.get("configdrive").cloned();
-    if let Some(drive) = &configdrive {
-        let allowed = verb == Verb::Deploy || (verb == Verb::Rebuild && r.minor >= 35);
-        if !allowed {
-            return Err(ApiError::bad_request(
-                "Adding a config drive is only supported when setting provision state to active (or rebuild, from API 1.35)",
-            ));
-        }
-        if !drive.is_string() {
-            return Err(ApiError::bad_request(
-                "configdrive: a gzipped, base64-encoded ISO image (a string) is expected; a JSON config drive needs API 1.56, above what bootvol serves",
-            ));
-        }
-    }
-    match (verb, body.get("clean_steps")) {
-        // Ironic requires a non-empty list; a client sends none for `--clean-steps '[]'`.
-        // bootvol runs no clean step on a volume (Cinder's to erase), so none is accepted.
-        (Verb::Clean, None | Some(Value::Array(_))) => {}
-        (Verb::Clean, Some(_)) => {
-            return Err(ApiError::bad_request("\"clean_steps\" must be a list of clean steps"));
-        }
-        (_, Some(_)) => {
-            return Err(ApiError::bad_request(
-                "\"clean_steps\" is only valid when setting target provision state to clean",
-            ));
-        }
-        _ => {}
-    }
+    let configdrive = provision_fields(r, verb, &body)?;
     let record = load_node(state, key).await?;
     let node = &record.node;
     if matches!(verb, Verb::Rescue | Verb::Unrescue) {
@@ -170,6 +141,44 @@ pub(super) async fn set_provision(state: &ApiState, r: &Request, key: &str) -> A
     }
     let uuid = start_state_change(state, &node.uuid, StateChange::Provision, &target).await?;
     Ok(accepted(r, &uuid))
+}
+
+/// The body's `configdrive` (answered) and `clean_steps`, checked against the verb and the
+/// microversion.
+fn provision_fields(
+    r: &Request,
+    verb: Verb,
+    body: &Map<String, Value>,
+) -> Result<Option<Value>, ApiError> {
+    let configdrive = body.get("configdrive").cloned();
+    if let Some(drive) = &configdrive {
+        let allowed = verb == Verb::Deploy || (verb == Verb::Rebuild && r.minor >= 35);
+        if !allowed {
+            return Err(ApiError::bad_request(
+                "Adding a config drive is only supported when setting provision state to active (or rebuild, from API 1.35)",
+            ));
+        }
+        if !drive.is_string() {
+            return Err(ApiError::bad_request(
+                "configdrive: a gzipped, base64-encoded ISO image (a string) is expected; a JSON config drive needs API 1.56, above what bootvol serves",
+            ));
+        }
+    }
+    match (verb, body.get("clean_steps")) {
+        // Ironic requires a non-empty list; a client sends none for `--clean-steps '[]'`.
+        // bootvol runs no clean step on a volume (Cinder's to erase), so none is accepted.
+        (Verb::Clean, None | Some(Value::Array(_))) => {}
+        (Verb::Clean, Some(_)) => {
+            return Err(ApiError::bad_request("\"clean_steps\" must be a list of clean steps"));
+        }
+        (_, Some(_)) => {
+            return Err(ApiError::bad_request(
+                "\"clean_steps\" is only valid when setting target provision state to clean",
+            ));
+        }
+        _ => {}
+    }
+    Ok(configdrive)
 }
 
 /// Ironic's 400 for a verb the node's state does not allow.

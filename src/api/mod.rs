@@ -15,8 +15,10 @@
 //! (`app` merges the two routers).
 
 mod actions;
+mod auth;
 pub mod htpasswd;
 mod ironic;
+mod listing;
 mod public;
 mod resources;
 mod versions;
@@ -24,6 +26,10 @@ mod versions;
 pub use resources::check_node_patch;
 
 pub(crate) use actions::{StateChange, start_state_change};
+use auth::{
+    AUTH_FAILURES, AUTH_WINDOW, Auth, FileStamp, authenticate, dummy_hash, file_stamp, load_auth,
+};
+pub(crate) use listing::{collection, parse_fields, select};
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -40,15 +46,15 @@ use bootvol_control::nodes::{NodeError, NodeService};
 use bootvol_core::config::{ApiAuthStrategy, Config};
 
 /// The lowest microversion served (and the one a request without a version header gets).
-pub const MIN_MINOR: u32 = 1;
+pub(crate) const MIN_MINOR: u32 = 1;
 /// The highest microversion served.
-pub const MAX_MINOR: u32 = 38;
+pub(crate) const MAX_MINOR: u32 = 38;
 /// Volume connectors and targets appear at this microversion.
-pub const VOLUME_MINOR: u32 = 32;
+pub(crate) const VOLUME_MINOR: u32 = 32;
 /// `storage_interface` appears at this microversion.
 pub const STORAGE_INTERFACE_MINOR: u32 = 33;
 /// The largest request body accepted.
-pub const MAX_BODY: usize = 1024 * 1024;
+pub(crate) const MAX_BODY: usize = 1024 * 1024;
 
 const MIN_HEADER: &str = "X-OpenStack-Ironic-API-Minimum-Version";
 const MAX_HEADER: &str = "X-OpenStack-Ironic-API-Maximum-Version";
@@ -82,6 +88,9 @@ struct Inner {
     endpoint: String,
     /// What `/metrics` and `/readyz` answer from.
     metrics: Arc<bootvol_runtime::metrics::Metrics>,
+    /// The boot snapshot the boot edge serves from (the admin page shows a node's script as
+    /// served).
+    snapshot: Arc<arc_swap::ArcSwap<bootvol_core::boot::BootSnapshot>>,
 }
 
 impl std::fmt::Debug for ApiState {
@@ -92,7 +101,7 @@ impl std::fmt::Debug for ApiState {
 
 impl ApiState {
     /// The API over `conductor`, answering on `local` (the bound listener), showing the admin
-    /// page the boot requests `recent` holds. With `http_basic`, the user file is read now (a
+    /// page the boot requests `recent` holds and the scripts `snapshot` serves. With `http_basic`, the user file is read now (a
     /// file that cannot be read is logged and every authenticated request is refused).
     pub fn new(
         config: Arc<Config>,
@@ -100,6 +109,7 @@ impl ApiState {
         recent: Arc<bootvol_core::recent::RecentBoots>,
         local: std::net::SocketAddr,
         metrics: Arc<bootvol_runtime::metrics::Metrics>,
+        snapshot: Arc<arc_swap::ArcSwap<bootvol_core::boot::BootSnapshot>>,
     ) -> ApiState {
         let stamp = file_stamp(&config);
         let first = load_auth(&config);
@@ -129,6 +139,7 @@ impl ApiState {
                 auth_failures,
                 endpoint,
                 metrics,
+                snapshot,
             }),
         }
     }
@@ -136,6 +147,11 @@ impl ApiState {
     /// The appliance's counters (the admin page's boot activity).
     pub(crate) fn metrics(&self) -> &Arc<bootvol_runtime::metrics::Metrics> {
         &self.inner.metrics
+    }
+
+    /// The boot snapshot as the boot edge serves it now.
+    pub(crate) fn snapshot(&self) -> Arc<bootvol_core::boot::BootSnapshot> {
+        self.inner.snapshot.load_full()
     }
 
     /// The recent boot requests.
@@ -238,221 +254,15 @@ impl ApiState {
     }
 }
 
-/// What tells that the htpasswd file changed: modification time, size, inode.
-type FileStamp = (std::time::SystemTime, u64, u64);
-
-fn file_stamp(config: &Config) -> Option<FileStamp> {
-    use std::os::unix::fs::MetadataExt;
-    let meta = std::fs::metadata(&config.api.http_basic_auth_user_file).ok()?;
-    Some((meta.modified().ok()?, meta.len(), meta.ino()))
-}
-
-/// The authentication `[api]` asks for, its user file read now (a file that cannot be read is
-/// logged and every authenticated request is refused).
-fn load_auth(config: &Config) -> Auth {
-    match config.api.auth_strategy {
-        ApiAuthStrategy::Noauth => Auth::Noauth,
-        ApiAuthStrategy::HttpBasic => match load_htpasswd(&config.api.http_basic_auth_user_file) {
-            Ok(users) => Auth::Basic {
-                users,
-                verified: Mutex::new(HashSet::new()),
-                dummy: std::sync::OnceLock::new(),
-            },
-            Err(e) => {
-                tracing::error!(error = %e, "api.http_basic_auth_user_file unusable: every API request will be refused");
-                Auth::Broken
-            }
-        },
-    }
-}
-
-pub(crate) enum Auth {
-    Noauth,
-    /// user -> bcrypt hash; `verified` remembers digests of credentials already checked, so
-    /// bcrypt's cost is paid once per client, not once per request.
-    Basic {
-        users: HashMap<String, String>,
-        verified: Mutex<HashSet<[u8; 32]>>,
-        /// A bcrypt hash of a random password at the users' cost: an unknown user is checked
-        /// against it, so it costs what a wrong password costs (no user enumeration by timing).
-        /// Made at the first check (on the blocking pool), not when the file is read.
-        dummy: std::sync::OnceLock<String>,
-    },
-    Broken,
-}
-
-impl std::fmt::Debug for Auth {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Auth::Noauth => f.write_str("noauth"),
-            Auth::Basic { users, .. } => write!(f, "http_basic ({} users)", users.len()),
-            Auth::Broken => f.write_str("http_basic (no usable user file)"),
-        }
-    }
-}
-
-/// Reads an htpasswd file: `user:hash` lines with bcrypt hashes (`$2y$`, `$2b$`, `$2a$`).
-fn load_htpasswd(path: &std::path::Path) -> Result<HashMap<String, String>, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let mut users = HashMap::new();
-    for (number, line) in text.lines().enumerate() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let Some((user, hash)) = line.split_once(':') else {
-            return Err(format!("{} line {}: not user:hash", path.display(), number + 1));
-        };
-        if !(hash.starts_with("$2y$") || hash.starts_with("$2b$") || hash.starts_with("$2a$")) {
-            return Err(format!(
-                "{} line {}: only bcrypt entries are supported (htpasswd -B)",
-                path.display(),
-                number + 1
-            ));
-        }
-        users.insert(user.to_owned(), hash.to_owned());
-    }
-    Ok(users)
-}
-
-/// A bcrypt hash of a random password, at the cost of the users' own hashes (the highest).
-fn dummy_hash(users: &HashMap<String, String>) -> String {
-    let cost = users
-        .values()
-        .filter_map(|h| h.get(4..6).and_then(|c| c.parse::<u32>().ok()))
-        .max()
-        .unwrap_or(bcrypt::DEFAULT_COST);
-    bcrypt::hash(bootvol_core::model::new_uuid(), cost)
-        .or_else(|_| bcrypt::hash(bootvol_core::model::new_uuid(), bcrypt::DEFAULT_COST))
-        .unwrap_or_default()
-}
-
-/// The user and password of an `Authorization: Basic` header.
-fn basic_credentials(headers: &HeaderMap) -> Option<(String, String)> {
-    let raw = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Basic ").or_else(|| v.strip_prefix("basic ")))
-        .and_then(|b64| {
-            use base64::Engine;
-            base64::engine::general_purpose::STANDARD.decode(b64.trim()).ok()
-        })
-        .and_then(|raw| String::from_utf8(raw).ok())?;
-    let (user, password) = raw.split_once(':')?;
-    Some((user.to_owned(), password.to_owned()))
-}
-
-/// Failed authentications allowed per (client address, user) and window before that user's
-/// answers from that address are 429 without running bcrypt (then with back-off).
-const AUTH_FAILURES: u32 = 10;
-const AUTH_WINDOW: std::time::Duration = std::time::Duration::from_secs(60);
-
-/// Authenticates a request. bcrypt runs on the blocking pool (never on the workers that serve
-/// boots), only for credentials not already verified, and not at all for a user locked for the
-/// client's address (429 with `Retry-After`); another user from the same address is checked.
-async fn authenticate(
-    state: &ApiState,
-    headers: &HeaderMap,
-    client: Option<std::net::IpAddr>,
-) -> Result<(), ApiError> {
-    let auth = state.auth();
-    match &*auth {
-        Auth::Noauth => return Ok(()),
-        Auth::Broken => return Err(ApiError::unauthorized()),
-        Auth::Basic { .. } => {}
-    }
-    let client = client.map_or_else(|| "unknown".to_owned(), |ip| ip.to_string());
-    let credentials = basic_credentials(headers);
-    if let Some((user, password)) = &credentials
-        && auth.cached(user, password)
-    {
-        return Ok(());
-    }
-    let Some((user, password)) = credentials else {
-        return Err(ApiError::unauthorized()); // nothing to check: no bcrypt, nothing counted
-    };
-    if let Some(wait) = state.inner.auth_failures.locked(&client, &user) {
-        tracing::warn!(client, user = ?user, "API authentication refused: this user is locked for this address");
-        let secs = crate::limiter::retry_seconds(wait).max(1);
-        return Err(ApiError::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            format!("Too many failed authentications for this user from this address; retry in {secs} s."),
-        )
-        .retry_after(secs));
-    }
-    let checked = std::sync::Arc::clone(&auth);
-    let who = user.clone();
-    let Some(verified) = state.bcrypt(move || checked.verify(&who, &password)).await else {
-        tracing::warn!(client, "API authentication not checked: too many password checks waiting");
-        return Err(ApiError::unavailable("Too many password checks at once; retry shortly."));
-    };
-    if verified {
-        state.inner.auth_failures.succeeded(&client, &user);
-        Ok(())
-    } else {
-        state.inner.auth_failures.failed(&client, &user);
-        tracing::warn!(client, user = ?user, "API authentication failed");
-        Err(ApiError::unauthorized())
-    }
-}
-
-impl Auth {
-    /// The digest under which verified credentials are remembered.
-    fn digest(hash: &str, user: &str, password: &str) -> [u8; 32] {
-        use sha2::Digest;
-        let mut h = sha2::Sha256::new();
-        h.update(hash.as_bytes());
-        h.update([0]);
-        h.update(user.as_bytes());
-        h.update([b':']);
-        h.update(password.as_bytes());
-        h.finalize().into()
-    }
-
-    /// Whether these credentials were verified before (no bcrypt).
-    fn cached(&self, user: &str, password: &str) -> bool {
-        let Auth::Basic { users, verified, .. } = self else { return false };
-        users.get(user).is_some_and(|hash| {
-            verified
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .contains(&Auth::digest(hash, user, password))
-        })
-    }
-
-    /// Checks a user and password against the htpasswd entries (bcrypt), remembering
-    /// credentials verified. An unknown user is checked against the dummy hash, so it costs
-    /// the same as a wrong password. Blocking: bcrypt costs tens of milliseconds.
-    fn verify(&self, user: &str, password: &str) -> bool {
-        let Auth::Basic { users, verified, dummy } = self else { return false };
-        if self.cached(user, password) {
-            return true;
-        }
-        let Some(hash) = users.get(user) else {
-            let _ = bcrypt::verify(password, dummy.get_or_init(|| dummy_hash(users)));
-            return false;
-        };
-        if !bcrypt::verify(password, hash).unwrap_or(false) {
-            return false;
-        }
-        let mut set = verified.lock().unwrap_or_else(|p| p.into_inner());
-        if set.len() > 1024 {
-            set.clear();
-        }
-        set.insert(Auth::digest(hash, user, password));
-        true
-    }
-}
-
 /// The API's routes: the public `/healthz`, `/readyz` and `/metrics` (no authentication), then
 /// everything else through one dispatcher, so trailing slashes, node names, authentication and
 /// Ironic's error shapes are handled in one place.
-pub fn router(state: ApiState) -> Router {
+pub(crate) fn router(state: ApiState) -> Router {
     public_routes().fallback(handle).with_state(state)
 }
 
 /// The public routes alone, for `[metrics] listen`: anything else is 404.
-pub fn public_router(state: ApiState) -> Router {
+pub(crate) fn public_router(state: ApiState) -> Router {
     public_routes().with_state(state)
 }
 
@@ -512,7 +322,11 @@ impl ApiError {
             "The method is not allowed for this resource.",
         )
     }
+}
 
+/// Ironic's error body: `error_message` holding the fault as a JSON string, with
+/// `WWW-Authenticate` on a 401 and `Retry-After` on a 429.
+impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let fault = json!({
             "faultstring": self.message,
@@ -565,6 +379,69 @@ pub(crate) fn json_response(status: StatusCode, body: &Value) -> Response {
     (status, [(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
 }
 
+/// `GET /`: the version document.
+fn root_document(base: &str) -> Value {
+    let v1 = version_object(base);
+    json!({
+        "name": "OpenStack Ironic API",
+        "description": "Ironic is an OpenStack project which enables the provision and management of baremetal machines (served by bootvol).",
+        "default_version": v1,
+        "versions": [v1],
+    })
+}
+
+/// `GET /v1`: the links of the resources at microversion `minor`.
+fn v1_document(base: &str, minor: u32) -> Value {
+    let link = |name: &str| {
+        json!([{"href": format!("{base}/v1/{name}/"), "rel": "self"},
+               {"href": format!("{base}/{name}/"), "rel": "bookmark"}])
+    };
+    let mut doc = json!({
+        "id": "v1",
+        "version": version_object(base),
+        "links": [{"href": format!("{base}/v1/"), "rel": "self"}],
+        "media_types": [{"base": "application/json", "type": "application/vnd.openstack.ironic.v1+json"}],
+        "nodes": link("nodes"),
+        "ports": link("ports"),
+        "chassis": link("chassis"),
+        "drivers": link("drivers"),
+    });
+    if let Some(map) = doc.as_object_mut() {
+        if minor >= 23 {
+            map.insert("portgroups".into(), link("portgroups"));
+        }
+        if minor >= VOLUME_MINOR {
+            map.insert("volume".into(), link("volume"));
+        }
+    }
+    doc
+}
+
+/// A write's body, refused (413) when it declares or holds more than [`MAX_BODY`] bytes; other
+/// methods read none.
+async fn read_body(method: &Method, headers: &HeaderMap, body: Body) -> Result<Bytes, ApiError> {
+    let too_large = || {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("The request body is larger than {MAX_BODY} bytes."),
+        )
+    };
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    let writes = matches!(*method, Method::POST | Method::PUT | Method::PATCH);
+    if writes && declared.is_some_and(|n| n > MAX_BODY as u64) {
+        // Refused before reading a byte of it.
+        return Err(too_large());
+    }
+    if writes {
+        axum::body::to_bytes(body, MAX_BODY).await.map_err(|_| too_large())
+    } else {
+        Ok(Bytes::new())
+    }
+}
+
 /// One request, parsed.
 #[derive(Debug)]
 pub(crate) struct Request {
@@ -614,7 +491,7 @@ async fn handle(
             dispatch(&state, client, method.clone(), &uri, &headers, body, minor).await
         }
     };
-    let mut response = result.unwrap_or_else(ApiError::into_response);
+    let mut response = result.into_response();
     let status = response.status();
     let h = response.headers_mut();
     let mut put = |name: &'static str, value: String| {
@@ -692,44 +569,13 @@ async fn dispatch(
             if method != Method::GET && method != Method::HEAD {
                 return Err(ApiError::method_not_allowed());
             }
-            let v1 = version_object(&base);
-            return Ok(json_response(
-                StatusCode::OK,
-                &json!({
-                    "name": "OpenStack Ironic API",
-                    "description": "Ironic is an OpenStack project which enables the provision and management of baremetal machines (served by bootvol).",
-                    "default_version": v1,
-                    "versions": [v1],
-                }),
-            ));
+            return Ok(json_response(StatusCode::OK, &root_document(&base)));
         }
         ["v1"] => {
             if method != Method::GET && method != Method::HEAD {
                 return Err(ApiError::method_not_allowed());
             }
-            let link = |name: &str| {
-                json!([{"href": format!("{base}/v1/{name}/"), "rel": "self"},
-                       {"href": format!("{base}/{name}/"), "rel": "bookmark"}])
-            };
-            let mut doc = json!({
-                "id": "v1",
-                "version": version_object(&base),
-                "links": [{"href": format!("{base}/v1/"), "rel": "self"}],
-                "media_types": [{"base": "application/json", "type": "application/vnd.openstack.ironic.v1+json"}],
-                "nodes": link("nodes"),
-                "ports": link("ports"),
-                "chassis": link("chassis"),
-                "drivers": link("drivers"),
-            });
-            if let Some(map) = doc.as_object_mut() {
-                if minor >= 23 {
-                    map.insert("portgroups".into(), link("portgroups"));
-                }
-                if minor >= VOLUME_MINOR {
-                    map.insert("volume".into(), link("volume"));
-                }
-            }
-            return Ok(json_response(StatusCode::OK, &doc));
+            return Ok(json_response(StatusCode::OK, &v1_document(&base, minor)));
         }
         ["v1", ..] => {}
         _ => return Err(ApiError::not_found(format!("The resource {path} could not be found."))),
@@ -738,27 +584,7 @@ async fn dispatch(
     let query = axum::extract::Query::<Vec<(String, String)>>::try_from_uri(uri)
         .map_err(|e| ApiError::bad_request(format!("Invalid query string: {e}")))?
         .0;
-    let too_large = || {
-        ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!("The request body is larger than {MAX_BODY} bytes."),
-        )
-    };
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if matches!(method, Method::POST | Method::PUT | Method::PATCH)
-        && declared.is_some_and(|n| n > MAX_BODY as u64)
-    {
-        // Refused before reading a byte of it.
-        return Err(too_large());
-    }
-    let body = if matches!(method, Method::POST | Method::PUT | Method::PATCH) {
-        axum::body::to_bytes(body, MAX_BODY).await.map_err(|_| too_large())?
-    } else {
-        Bytes::new()
-    };
+    let body = read_body(&method, headers, body).await?;
     let request = Request {
         method,
         segments: segments[1..].iter().map(|s| (*s).to_owned()).collect(),
@@ -768,153 +594,6 @@ async fn dispatch(
         body,
     };
     resources::route(state, &request).await
-}
-
-/// Sorting, paging and field selection of a collection (`fields`, `detail`, `limit`,
-/// `marker`, `sort_key`, `sort_dir`), with the `next` link.
-pub(crate) fn collection(
-    request: &Request,
-    key: &str,
-    mut items: Vec<Value>,
-    default_fields: &[&str],
-    detail_path: bool,
-) -> ApiResult {
-    let detail = match request.param("detail") {
-        None => detail_path,
-        Some(v) if v.eq_ignore_ascii_case("true") || v == "1" => true,
-        Some(v) if v.eq_ignore_ascii_case("false") || v == "0" => detail_path,
-        Some(v) => return Err(ApiError::bad_request(format!("Invalid value for detail: {v:?}"))),
-    };
-    let fields = request.param("fields").map(parse_fields).transpose()?;
-    if fields.is_some() && detail {
-        return Err(ApiError::bad_request(
-            "Can not specify ?detail=True and fields in the same request.",
-        ));
-    }
-    let sort_key = request.param("sort_key").unwrap_or("created_at");
-    let sort_dir = request.param("sort_dir").unwrap_or("asc");
-    if sort_dir != "asc" && sort_dir != "desc" {
-        return Err(ApiError::bad_request(format!(
-            "Invalid sort direction: {sort_dir}. Acceptable values are 'asc' or 'desc'"
-        )));
-    }
-    if let Some(first) = items.first() {
-        match first.get(sort_key) {
-            None => {
-                return Err(ApiError::bad_request(format!(
-                    "The sort_key value {sort_key} is an invalid field for sorting"
-                )));
-            }
-            Some(Value::Object(_) | Value::Array(_)) => {
-                return Err(ApiError::bad_request(format!(
-                    "The sort_key value \"{sort_key}\" is an invalid field for sorting"
-                )));
-            }
-            Some(_) => {}
-        }
-        if let Some(fields) = &fields {
-            for f in fields {
-                if first.get(f).is_none() {
-                    return Err(ApiError::bad_request(format!("Field(s) \"{f}\" are not valid")));
-                }
-            }
-        }
-    }
-    items.sort_by(|a, b| {
-        let order =
-            compare(&a[sort_key], &b[sort_key]).then_with(|| compare(&a["uuid"], &b["uuid"]));
-        if sort_dir == "desc" { order.reverse() } else { order }
-    });
-    if let Some(marker) = request.param("marker") {
-        let at = items
-            .iter()
-            .position(|i| i["uuid"].as_str() == Some(marker))
-            .ok_or_else(|| ApiError::bad_request(format!("Marker {marker} could not be found.")))?;
-        items.drain(..=at);
-    }
-    let limit = match request.param("limit") {
-        None => None,
-        Some(text) => match text.parse::<u64>() {
-            Ok(0) => None,
-            Ok(n) => Some(usize::try_from(n.min(1000)).unwrap_or(1000)),
-            Err(_) => {
-                return Err(ApiError::bad_request(format!(
-                    "Invalid value for limit: {text:?}; a positive integer is expected"
-                )));
-            }
-        },
-    };
-    let mut next = None;
-    if let Some(limit) = limit
-        && items.len() > limit
-    {
-        items.truncate(limit);
-        let last = items.last().and_then(|i| i["uuid"].as_str()).unwrap_or_default().to_owned();
-        let mut query: Vec<(String, String)> =
-            request.query.iter().filter(|(k, _)| k != "marker" && k != "limit").cloned().collect();
-        query.push(("limit".into(), limit.to_string()));
-        query.push(("marker".into(), last));
-        let text: Vec<String> =
-            query.iter().map(|(k, v)| format!("{}={}", encode(k), encode(v))).collect();
-        let path = request.segments.join("/");
-        next = Some(format!("{}/v1/{path}?{}", request.base, text.join("&")));
-    }
-    let shown: Vec<Value> = items
-        .into_iter()
-        .map(|item| match (&fields, detail) {
-            (Some(fields), _) => select(item, fields),
-            (None, true) => item,
-            (None, false) => select(item, default_fields),
-        })
-        .collect();
-    let mut doc = json!({ key: shown });
-    if let (Some(next), Some(map)) = (next, doc.as_object_mut()) {
-        map.insert("next".into(), Value::String(next));
-    }
-    Ok(json_response(StatusCode::OK, &doc))
-}
-
-fn encode(text: &str) -> String {
-    text.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~' | b',') {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
-}
-
-fn compare(a: &Value, b: &Value) -> std::cmp::Ordering {
-    use std::cmp::Ordering;
-    match (a, b) {
-        (Value::Number(x), Value::Number(y)) => {
-            x.as_f64().partial_cmp(&y.as_f64()).unwrap_or(Ordering::Equal)
-        }
-        (Value::String(x), Value::String(y)) => x.cmp(y),
-        (Value::Bool(x), Value::Bool(y)) => x.cmp(y),
-        (Value::Null, Value::Null) => Ordering::Equal,
-        (Value::Null, _) => Ordering::Less,
-        (_, Value::Null) => Ordering::Greater,
-        _ => a.to_string().cmp(&b.to_string()),
-    }
-}
-
-pub(crate) fn parse_fields(text: &str) -> Result<Vec<String>, ApiError> {
-    let fields: Vec<String> =
-        text.split(',').map(str::trim).filter(|f| !f.is_empty()).map(str::to_owned).collect();
-    if fields.is_empty() {
-        return Err(ApiError::bad_request("fields: give at least one field name"));
-    }
-    Ok(fields)
-}
-
-/// Keeps `fields` (and `links`) of a resource.
-pub(crate) fn select(item: Value, fields: &[impl AsRef<str>]) -> Value {
-    let Value::Object(map) = item else { return item };
-    let keep: HashSet<&str> = fields.iter().map(AsRef::as_ref).chain(["links"]).collect();
-    Value::Object(map.into_iter().filter(|(k, _)| keep.contains(k.as_str())).collect())
 }
 
 /// Applies a JSON patch to `doc` with the `json-patch` crate (RFC 6902), under Ironic's rules:

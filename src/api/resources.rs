@@ -22,6 +22,9 @@ use bootvol_core::model::{
 };
 use bootvol_core::secrets::mask;
 
+mod children;
+use children::{create_child, delete_child, list_children, patch_child, show_child};
+
 const NODE_LIST_FIELDS: &[&str] =
     &["uuid", "name", "instance_uuid", "power_state", "provision_state", "maintenance"];
 
@@ -71,58 +74,64 @@ pub(super) async fn route(state: &ApiState, r: &Request) -> ApiResult {
         ["nodes", node] if m == Method::GET => show_node(state, r, node).await,
         ["nodes", node] if m == Method::PATCH => patch_node(state, r, node).await,
         ["nodes", node] if m == Method::DELETE => delete_node(state, node).await,
-        ["nodes", node, "states"] if m == Method::GET => node_states(state, r, node).await,
-        ["nodes", node, "states", "power"] if m == Method::PUT => set_power(state, r, node).await,
-        ["nodes", node, "states", "provision"] if m == Method::PUT => {
-            set_provision(state, r, node).await
-        }
-        ["nodes", node, "validate"] if m == Method::GET => validate(state, node).await,
-        ["nodes", node, "maintenance"] if m == Method::PUT => {
-            set_maintenance(state, r, node, true).await
-        }
-        ["nodes", node, "maintenance"] if m == Method::DELETE => {
-            set_maintenance(state, r, node, false).await
-        }
-        ["nodes", node, "management", "boot_device"] if m == Method::GET => {
-            get_boot_device(state, node).await
-        }
-        ["nodes", node, "management", "boot_device"] if m == Method::PUT => {
-            set_boot_device(state, r, node).await
-        }
-        ["nodes", node, "management", "boot_device", "supported"] if m == Method::GET => {
-            load_node(state, node).await?;
-            Ok(json_response(StatusCode::OK, &json!({"supported_boot_devices": ["pxe", "disk"]})))
-        }
-        ["nodes", node, "traits", rest @ ..] => ironic::traits(state, r, node, rest).await,
-        ["nodes", node, "vifs", rest @ ..] => ironic::vifs(state, r, node, rest).await,
-        ["nodes", node, "states", "raid"] if m == Method::PUT => {
-            ironic::set_raid(state, r, node).await
-        }
-        ["nodes", node, "states", "console"] if m == Method::GET || m == Method::PUT => {
-            ironic::console(state, r, node).await
-        }
-        ["nodes", node, "management", "inject_nmi"] if m == Method::PUT => {
-            ironic::inject_nmi(state, r, node).await
-        }
-        ["nodes", node, "vendor_passthru", rest @ ..] => {
-            ironic::vendor_passthru(state, r, node, rest).await
-        }
-        ["nodes", node, "portgroups"] | ["nodes", node, "portgroups", "detail"]
-            if m == Method::GET =>
-        {
-            ironic::require(r, "portgroups")?;
-            load_node(state, node).await?;
-            Ok(json_response(StatusCode::OK, &json!({"portgroups": []})))
-        }
+        ["nodes", node, rest @ ..] if !rest.is_empty() => node_route(state, r, node, rest).await,
         ["drivers", rest @ ..] => ironic::drivers(r, rest).await,
         ["chassis", rest @ ..] => ironic::unmodeled(r, "chassis", rest),
         ["portgroups", rest @ ..] => ironic::unmodeled(r, "portgroups", rest),
         ["lookup"] | ["heartbeat", _] => ironic::agent(state, r, &segments).await,
-        ["nodes", node, "ports"] | ["nodes", node, "ports", "detail"] if m == Method::GET => {
+        ["ports", rest @ ..] => children(state, r, ChildKind::Port, rest).await,
+        ["volume", rest @ ..] => {
+            require_volume(r)?;
+            match (rest, m) {
+                ([], &Method::GET) => Ok(volume_links(r, "volume")),
+                (["connectors", rest @ ..], _) => {
+                    children(state, r, ChildKind::Connector, rest).await
+                }
+                (["targets", rest @ ..], _) => children(state, r, ChildKind::Target, rest).await,
+                _ => Err(not_found_path(r)),
+            }
+        }
+        ["nodes", ..] => Err(method_not_allowed()),
+        _ => Err(not_found_path(r)),
+    }
+}
+
+/// `/v1/nodes/{node}/...`: a node's sub-resources and actions (`rest` after the node).
+async fn node_route(state: &ApiState, r: &Request, node: &str, rest: &[&str]) -> ApiResult {
+    let m = &r.method;
+    match rest {
+        ["states"] if m == Method::GET => node_states(state, node).await,
+        ["states", "power"] if m == Method::PUT => set_power(state, r, node).await,
+        ["states", "provision"] if m == Method::PUT => set_provision(state, r, node).await,
+        ["validate"] if m == Method::GET => validate(state, node).await,
+        ["maintenance"] if m == Method::PUT => set_maintenance(state, r, node, true).await,
+        ["maintenance"] if m == Method::DELETE => set_maintenance(state, r, node, false).await,
+        ["management", "boot_device"] if m == Method::GET => get_boot_device(state, node).await,
+        ["management", "boot_device"] if m == Method::PUT => set_boot_device(state, r, node).await,
+        ["management", "boot_device", "supported"] if m == Method::GET => {
+            load_node(state, node).await?;
+            Ok(json_response(StatusCode::OK, &json!({"supported_boot_devices": ["pxe", "disk"]})))
+        }
+        ["traits", rest @ ..] => ironic::traits(state, r, node, rest).await,
+        ["vifs", rest @ ..] => ironic::vifs(state, r, node, rest).await,
+        ["states", "raid"] if m == Method::PUT => ironic::set_raid(state, r, node).await,
+        ["states", "console"] if m == Method::GET || m == Method::PUT => {
+            ironic::console(state, r, node).await
+        }
+        ["management", "inject_nmi"] if m == Method::PUT => {
+            ironic::inject_nmi(state, r, node).await
+        }
+        ["vendor_passthru", rest @ ..] => ironic::vendor_passthru(state, r, node, rest).await,
+        ["portgroups"] | ["portgroups", "detail"] if m == Method::GET => {
+            ironic::require(r, "portgroups")?;
+            load_node(state, node).await?;
+            Ok(json_response(StatusCode::OK, &json!({"portgroups": []})))
+        }
+        ["ports"] | ["ports", "detail"] if m == Method::GET => {
             let uuid = load_node(state, node).await?.node.uuid;
             list_children(state, r, ChildKind::Port, Some(uuid)).await
         }
-        ["nodes", node, "volume", rest @ ..] => {
+        ["volume", rest @ ..] => {
             require_volume(r)?;
             let uuid = load_node(state, node).await?.node.uuid;
             match (rest, m) {
@@ -138,21 +147,9 @@ pub(super) async fn route(state: &ApiState, r: &Request) -> ApiResult {
                 )),
             }
         }
-        ["ports", rest @ ..] => children(state, r, ChildKind::Port, rest).await,
-        ["volume", rest @ ..] => {
-            require_volume(r)?;
-            match (rest, m) {
-                ([], &Method::GET) => Ok(volume_links(r, "volume")),
-                (["connectors", rest @ ..], _) => {
-                    children(state, r, ChildKind::Connector, rest).await
-                }
-                (["targets", rest @ ..], _) => children(state, r, ChildKind::Target, rest).await,
-                _ => Err(not_found_path(r)),
-            }
-        }
         // Sub-resources of later microversions (bios 1.40, history, firmware...): 404, as
         // Ironic answers at 1.38.
-        ["nodes", _, sub, ..]
+        [sub, ..]
             if ![
                 "states",
                 "validate",
@@ -169,8 +166,7 @@ pub(super) async fn route(state: &ApiState, r: &Request) -> ApiResult {
         {
             Err(not_found_path(r))
         }
-        ["nodes", ..] => Err(method_not_allowed()),
-        _ => Err(not_found_path(r)),
+        _ => Err(method_not_allowed()),
     }
 }
 
@@ -616,219 +612,6 @@ async fn set_maintenance(state: &ApiState, r: &Request, key: &str, on: bool) -> 
     };
     let uuid = state.inner.nodes.set_maintenance(key, on, reason).await?.node.uuid;
     Ok(accepted(r, &uuid))
-}
-
-// ---------------------------------------------------------------------------------------------
-// Ports, volume connectors, volume targets
-
-/// A child in Ironic's JSON shape (secrets unmasked: the caller masks what it shows).
-fn child_json(r: &Request, s: Stamped<Child>) -> Value {
-    child_json_at(r, s, r.minor)
-}
-
-/// [`child_json`] as microversion `minor` shows it.
-fn child_json_at(r: &Request, s: Stamped<Child>, minor: u32) -> Value {
-    let kind = s.item.kind();
-    let mut doc = match s.item {
-        Child::Port(p) => {
-            let mut doc = json!({
-                "uuid": p.uuid,
-                "address": p.address,
-                "extra": p.extra,
-                "local_link_connection": p.more.local_link_connection,
-                "pxe_enabled": p.more.pxe_enabled,
-                "internal_info": p.more.internal_info,
-                "physical_network": p.more.physical_network,
-                "portgroup_uuid": null,
-            });
-            versions::hide(&mut doc, versions::PORT_FIELDS, minor);
-            doc
-        }
-        Child::Connector(c) => json!({
-            "uuid": c.uuid,
-            "type": c.connector_type,
-            "connector_id": c.connector_id,
-            "extra": c.extra,
-        }),
-        Child::Target(t) => json!({
-            "uuid": t.uuid,
-            "volume_type": t.volume_type,
-            "boot_index": t.boot_index,
-            "volume_id": t.volume_id,
-            "properties": t.properties,
-            "extra": t.extra,
-        }),
-    };
-    let uuid = doc["uuid"].as_str().unwrap_or_default().to_owned();
-    if let Some(map) = doc.as_object_mut() {
-        map.insert("node_uuid".into(), json!(s.node_uuid));
-        map.insert("created_at".into(), json!(s.created_at));
-        map.insert("updated_at".into(), json!(s.updated_at));
-        map.insert("links".into(), links(&r.base, kind.api_path(), &uuid));
-    }
-    doc
-}
-
-/// The node a `node`/`node_uuid` query filter names, as a UUID (404 when unknown).
-async fn node_filter(
-    state: &ApiState,
-    r: &Request,
-    fixed: Option<String>,
-) -> Result<Option<String>, ApiError> {
-    if fixed.is_some() {
-        return Ok(fixed);
-    }
-    match r.param("node").or_else(|| r.param("node_uuid")) {
-        None => Ok(None),
-        Some(key) => Ok(Some(load_node(state, key).await?.node.uuid)),
-    }
-}
-
-async fn list_children(
-    state: &ApiState,
-    r: &Request,
-    kind: ChildKind,
-    node: Option<String>,
-) -> ApiResult {
-    let node = node_filter(state, r, node).await?;
-    let detail = r.segments.last().is_some_and(|s| s == "detail");
-    let nodes = &state.inner.nodes;
-    let rows: Vec<Stamped<Child>> = match kind {
-        ChildKind::Port => {
-            let address = r
-                .param("address")
-                .map(|a| {
-                    a.parse::<bootvol_core::model::MacAddr>()
-                        .map_err(|e| ApiError::bad_request(format!("address: {e}")))
-                })
-                .transpose()?;
-            let ports = nodes.ports(node).await?.into_iter();
-            ports
-                .filter(|s| address.is_none_or(|a| s.item.address == a))
-                .map(|s| s.map(Child::Port))
-                .collect()
-        }
-        ChildKind::Connector => {
-            nodes.connectors(node).await?.into_iter().map(|s| s.map(Child::Connector)).collect()
-        }
-        ChildKind::Target => {
-            nodes.targets(node).await?.into_iter().map(|s| s.map(Child::Target)).collect()
-        }
-    };
-    let items = rows
-        .into_iter()
-        .map(|s| {
-            let mut v = child_json(r, s);
-            mask(&mut v);
-            v
-        })
-        .collect();
-    collection(r, kind.collection(), items, kind.list_fields(), detail)
-}
-
-async fn show_child(state: &ApiState, r: &Request, kind: ChildKind, id: &str) -> ApiResult {
-    let mut doc = child_json(r, state.inner.nodes.child(kind, id).await?);
-    mask(&mut doc);
-    shown(r, doc)
-}
-
-/// The spec and node of a child document (a create body, or a stored child patched); the node
-/// named by `node_uuid` must exist (400).
-async fn child_spec(
-    state: &ApiState,
-    kind: ChildKind,
-    mut doc: Map<String, Value>,
-) -> Result<(ChildSpec, String), ApiError> {
-    let node = match doc.remove("node_uuid") {
-        Some(Value::String(key)) => state.inner.nodes.parent(&key).await?,
-        Some(other) => {
-            return Err(ApiError::bad_request(format!(
-                "node_uuid: must be a string, not {}",
-                kind_of(&other)
-            )));
-        }
-        None => return Err(ApiError::bad_request("node_uuid: missing")),
-    };
-    if kind == ChildKind::Target && !doc.contains_key("properties") {
-        doc.insert("properties".into(), json!({}));
-    }
-    let spec = ChildSpec::parse(kind, &Value::Object(doc)).map_err(ApiError::bad_request)?;
-    Ok((spec, node))
-}
-
-/// The answer to a child's create or patch: the child as stored, its secrets masked.
-fn child_answer(r: &Request, stored: Stamped<Child>, status: StatusCode) -> Response {
-    let (kind, uuid) = (stored.item.kind(), stored.item.uuid().to_owned());
-    let mut doc = child_json(r, stored);
-    mask(&mut doc);
-    if status == StatusCode::CREATED {
-        created(format!("{}/v1/{}/{uuid}", r.base, kind.api_path()), &doc)
-    } else {
-        json_response(status, &doc)
-    }
-}
-
-async fn create_child(state: &ApiState, r: &Request, kind: ChildKind) -> ApiResult {
-    let writable = kind.writable_fields();
-    let mut doc = without_nulls(r.json()?)?;
-    if let Some(key) = doc.keys().find(|k| !writable.contains(&k.as_str()) && *k != "uuid") {
-        return Err(ApiError::bad_request(format!(
-            "{key}: not a field bootvol accepts here (fields: uuid, {})",
-            writable.join(", ")
-        )));
-    }
-    port_fields_version(r, kind, doc.keys().map(String::as_str))?;
-    let uuid = body_uuid(&mut doc)?;
-    let (spec, node) = child_spec(state, kind, doc).await?;
-    let stored = state.inner.nodes.create_child(&node, uuid, spec).await?;
-    Ok(child_answer(r, stored, StatusCode::CREATED))
-}
-
-async fn patch_child(state: &ApiState, r: &Request, kind: ChildKind, id: &str) -> ApiResult {
-    let patch = r.json()?;
-    let writable = kind.writable_fields();
-    let stored = child_json_at(r, state.inner.nodes.child(kind, id).await?, super::MAX_MINOR);
-    let mut doc: Value = stored
-        .as_object()
-        .map(|m| m.iter().filter(|(k, _)| writable.contains(&k.as_str())))
-        .into_iter()
-        .flatten()
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect::<Map<String, Value>>()
-        .into();
-    let read_only: Vec<&str> =
-        CHILD_READ_ONLY.iter().copied().filter(|k| !writable.contains(k)).collect();
-    let touched = apply_patch(&mut doc, &patch, writable, &read_only)?;
-    port_fields_version(r, kind, touched.iter().map(String::as_str))?;
-    let (spec, node) = child_spec(state, kind, without_nulls(doc)?).await?;
-    let stored = state.inner.nodes.update_child(id, &node, spec).await?;
-    Ok(child_answer(r, stored, StatusCode::OK))
-}
-
-/// Refuses (406) a port field newer than the request's microversion.
-fn port_fields_version<'a>(
-    r: &Request,
-    kind: ChildKind,
-    given: impl IntoIterator<Item = &'a str>,
-) -> Result<(), ApiError> {
-    if kind != ChildKind::Port {
-        return Ok(());
-    }
-    for field in given {
-        let minor = versions::minor_of(versions::PORT_FIELDS, field);
-        if r.minor < minor {
-            return Err(ApiError::not_acceptable(format!(
-                "{field} needs API version 1.{minor} or later (this request asked for 1.{})",
-                r.minor
-            )));
-        }
-    }
-    Ok(())
-}
-
-async fn delete_child(state: &ApiState, kind: ChildKind, id: &str) -> ApiResult {
-    state.inner.nodes.delete_child(kind, id).await?;
-    Ok(StatusCode::NO_CONTENT.into_response())
 }
 
 /// Applies a client's JSON patch (any bytes) to a node document as `PATCH /v1/nodes/{node}`

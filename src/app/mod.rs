@@ -209,6 +209,7 @@ impl Owners {
             Arc::clone(&self.recent),
             api_addr,
             Arc::clone(&self.metrics),
+            Arc::clone(&self.snapshot.current),
         );
         Ok(Served { boot, tftp: Arc::new(tftp), api, api_tls })
     }

@@ -337,10 +337,41 @@ fn node_page_shows_children_and_the_script_with_secrets_masked() {
     );
     assert_eq!(status, 201);
 
+    // The script the boot edge serves node-1 (not deployed: the script that says so), once
+    // the snapshot knows it.
+    let agent: ureq::Agent =
+        ureq::Agent::config_builder().http_status_as_error(false).build().into();
+    let served = || {
+        let mut reply =
+            agent.get(format!("{}/boot/52-54-00-12-34-56.ipxe", admin.boot)).call().unwrap();
+        reply.body_mut().read_to_string().unwrap()
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut script = served();
+    while !script.contains("# bootvol: node-1 (") {
+        assert!(Instant::now() < deadline, "the snapshot never served node-1's script: {script}");
+        std::thread::sleep(Duration::from_millis(50));
+        script = served();
+    }
+
     let cookie = admin.login(PASSWORD).cookie();
     assert_eq!(admin.call("GET", "/admin/nodes/node-1", None, &[]).status, 303);
     let page = admin.call("GET", "/admin/nodes/node-1", None, &[("Cookie", &cookie)]);
     assert_eq!(page.status, 200, "{}", page.body);
+    // Exactly the served bytes, the secret masked (and HTML-escaped as the template does).
+    let shown = script
+        .replace("chap-secret", "******")
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+        .replace('\'', "&#x27;")
+        .replace('/', "&#x2f;");
+    assert!(
+        page.body.contains(&format!("<pre id=\"script\">{shown}</pre>")),
+        "the page does not show the served script\n{shown}\n{}",
+        page.body
+    );
     for expected in [
         "52:54:00:12:34:56",
         "iqn.2024-01.org.example.node:node-1",
@@ -633,6 +664,10 @@ fn boot_activity_shows_boots_and_failures_of_the_last_hour() {
     assert_eq!(fetch("52-54-00-ac-00-01"), 200);
     assert_eq!(fetch("52-54-00-ac-00-01"), 200);
     assert_eq!(fetch("52-54-00-ac-00-02"), 404, "a CHAP script is refused to loopback");
+    // The node page shows the script the node itself gets, its CHAP secret masked.
+    let page = admin.call("GET", "/admin/nodes/act-chap", None, &[("Cookie", &cookie)]);
+    assert!(page.body.contains("set password ******"), "{}", page.body);
+    assert!(!page.body.contains("chap-secret-ac"), "{}", page.body);
 
     // The unauthenticated `/metrics` counts the refusal as an unknown MAC (its answer looked
     // so); the logged-in `/admin/metrics` keeps it apart. (404s while the snapshot did not yet
