@@ -98,13 +98,12 @@ impl Admin {
         );
         let config = Config::from_toml(&text, "test").unwrap();
         let (addr, boot, shutdown) = crate::support::start_serve(config);
-        let admin = Admin {
+        Admin {
             base: format!("http://{addr}"),
             boot: format!("http://{boot}"),
             shutdown,
             _dir: dir,
-        };
-        admin
+        }
     }
 
     fn call(

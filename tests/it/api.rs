@@ -44,13 +44,12 @@ impl Api {
         let text = format!("{}{auth}", config_text(dir.path()));
         let config = Config::from_toml(&text, "test").unwrap();
         let (addr, boot, shutdown) = crate::support::start_serve(config);
-        let api = Api {
+        Api {
             base: format!("http://{addr}"),
             boot: format!("http://{boot}"),
             _serve: shutdown,
             _dir: dir,
-        };
-        api
+        }
     }
 
     /// Status, headers (lowercase names) and body (JSON, or Null when empty).

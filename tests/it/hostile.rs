@@ -213,13 +213,12 @@ impl ApiClient {
         );
         let config = bootvol_core::config::Config::from_toml(&text, "test").unwrap();
         let (api, boot, shutdown) = crate::support::start_serve(config);
-        let client = ApiClient {
+        ApiClient {
             base: format!("http://{api}"),
             boot: format!("http://{boot}"),
             _serve: shutdown,
             dir,
-        };
-        client
+        }
     }
 
     fn call(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {

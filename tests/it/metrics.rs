@@ -63,7 +63,7 @@ fn start() -> Serve {
     let (bound, shutdown, _thread) = crate::support::spawn_serve(config, true);
     let (api, boot, tftp) = (bound.api, bound.boot, bound.tftp);
     let metrics = bound.metrics.expect("asked for");
-    let serve = Serve {
+    Serve {
         api: format!("http://{api}"),
         metrics: format!("http://{metrics}"),
         dhcp,
@@ -73,8 +73,7 @@ fn start() -> Serve {
         db_path,
         binary,
         _dir: dir,
-    };
-    serve
+    }
 }
 
 /// Status, content type and body of a GET without credentials.
