@@ -485,16 +485,7 @@ impl CinderClient {
         volume_id: &str,
         connector: &Connector,
     ) -> Result<ConnectionInfo, CinderError> {
-        let body = self
-            .volume_action(
-                volume_id,
-                "os-initialize_connection",
-                json!({"connector": connector}),
-                false,
-            )
-            .await?;
-        let body: api::InitializeBody = decode(body, "os-initialize_connection")?;
-        Ok(ConnectionInfo::from_legacy(body.connection_info))
+        self.initialize(volume_id, json!(connector), false).await
     }
 
     /// Legacy attach, by host name (no instance UUID: detaching then never asks Nova).
@@ -533,14 +524,18 @@ impl CinderClient {
         volume_id: &str,
         connector: &Value,
     ) -> Result<ConnectionInfo, CinderError> {
-        let body = self
-            .volume_action(
-                volume_id,
-                "os-initialize_connection",
-                json!({"connector": connector}),
-                true,
-            )
-            .await?;
+        self.initialize(volume_id, connector.clone(), true).await
+    }
+
+    /// `os-initialize_connection` with `connector`; `retried`: whether the call may be repeated.
+    async fn initialize(
+        &self,
+        volume_id: &str,
+        connector: Value,
+        retried: bool,
+    ) -> Result<ConnectionInfo, CinderError> {
+        let args = json!({"connector": connector});
+        let body = self.volume_action(volume_id, "os-initialize_connection", args, retried).await?;
         let body: api::InitializeBody = decode(body, "os-initialize_connection")?;
         Ok(ConnectionInfo::from_legacy(body.connection_info))
     }

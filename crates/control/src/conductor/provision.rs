@@ -141,12 +141,7 @@ impl Conductor {
         if !report.ok() {
             return Err(format!("validation failed: {}", report.failures()));
         }
-        let storage = self.storage.for_node(record).map_err(|e| e.to_string())?;
-        storage
-            .attach_volumes(record)
-            .await
-            .map_err(|e| format!("attaching volumes failed: {e}"))?;
-        self.reload(record).await.map_err(|e| e.to_string())?;
+        let storage = self.attach_volumes(record).await?;
         let result = async {
             set_boot_option(record, self.config.default.default_storage_interface).map_err(|e| e.0)?;
             let scenario = decide(record, self.config.default.default_storage_interface).map_err(|e| e.0)?;
@@ -216,6 +211,21 @@ impl Conductor {
         Ok(())
     }
 
+    /// The node's storage interface attaches its volumes, and is answered; the record is read
+    /// again after.
+    async fn attach_volumes(
+        &self,
+        record: &mut NodeRecord,
+    ) -> Result<std::sync::Arc<dyn crate::storage::StorageInterface>, String> {
+        let storage = self.storage.for_node(record).map_err(|e| e.to_string())?;
+        storage
+            .attach_volumes(record)
+            .await
+            .map_err(|e| format!("attaching volumes failed: {e}"))?;
+        self.reload(record).await.map_err(|e| e.to_string())?;
+        Ok(storage)
+    }
+
     /// Adopt: an OS deployed by other means; attach the volumes and serve the node's script.
     async fn adopt(&self, record: &mut NodeRecord) -> Result<(), String> {
         let report = self.validate(record).await;
@@ -224,12 +234,7 @@ impl Conductor {
         if !failures.is_empty() {
             return Err(format!("validation failed: {}", report.failures()));
         }
-        let storage = self.storage.for_node(record).map_err(|e| e.to_string())?;
-        storage
-            .attach_volumes(record)
-            .await
-            .map_err(|e| format!("attaching volumes failed: {e}"))?;
-        self.reload(record).await.map_err(|e| e.to_string())?;
+        self.attach_volumes(record).await?;
         set_boot_option(record, self.config.default.default_storage_interface).map_err(|e| e.0)?;
         Ok(())
     }
