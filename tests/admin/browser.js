@@ -74,14 +74,22 @@ function check(condition, message) {
     await page.fill('input[name=auth_username]', 'chapuser');
     await page.fill('input[name=auth_password]', 'browser-chap-secret');
     await Promise.all([page.waitForURL(/\/admin\/nodes\/[0-9a-f-]+$/), page.click('button:has-text("Create")')]);
-    const script = await page.textContent('#script');
+    // A one-shot message: read before any reload.
+    check((await page.textContent('[role=status]')) === 'Node created.', 'no "Node created." message');
+    // The page shows what the boot edge serves: until the snapshot is rebuilt with the new
+    // node (the watcher, asked at once), that is the unknown-MAC script. Reload until it is.
+    let script = await page.textContent('#script');
+    for (let tries = 0; !script.includes('browser-node') && tries < 50; tries++) {
+        await page.waitForTimeout(200);
+        await page.reload();
+        script = await page.textContent('#script');
+    }
     check(script.startsWith('#!ipxe'), `no script: ${script}`);
     // Not deployed yet: the node gets the script that hands back to the firmware, naming it.
-    check(script.includes('browser-node'), `script does not name the node: ${script}`);
+    check(script.includes('browser-node'), `script does not name the node within 10 s: ${script}`);
     check((await page.content()).includes('iqn.2024-01.org.example.san:browser'), 'target not shown');
     check(!(await page.content()).includes('browser-chap-secret'), 'CHAP secret shown');
 
-    check((await page.textContent('[role=status]')) === 'Node created.', 'no "Node created." message');
     const node = page.url();
 
     // Edit the target: open its <details>, change the portal in the JSON, keep the masked secret.
@@ -136,6 +144,8 @@ function check(condition, message) {
       await Promise.all([page.waitForURL(node), page.click(`button:text-is("${button}")`)]);
       await until(`<th>Provision state</th><td>${state}</td>`, button);
     }
+    // The served script follows once the snapshot is rebuilt after the deploy.
+    await until('sanboot', 'the deployed script in the snapshot');
     const deployed = await page.textContent('#script');
     check(deployed.includes('sanboot') && deployed.includes('192.0.2.11'), `no sanboot script: ${deployed}`);
     check(deployed.includes('******') && !deployed.includes('browser-chap-secret'), `CHAP not masked: ${deployed}`);
