@@ -63,6 +63,8 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) -> Result<()> {
     let started = Instant::now();
+    // Whatever way serve returns (an error at start included), what it started stops.
+    let _stop_on_return = shutdown.clone().drop_guard();
     let tasks = TaskTracker::new();
     let run = Runner { tracker: &tasks, shutdown: &shutdown };
     let owners = Owners::build(config, run)?;
