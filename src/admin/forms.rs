@@ -11,8 +11,9 @@
 //! Each form turns its fields into the `inventory` parsers' specs and calls the node service
 //! ([`bootvol_control::nodes::NodeService`]), the same functions the REST API calls: a form writes exactly
 //! what the API would accept (Ironic's edit rules, uniqueness, masked secrets sent back
-//! unchanged keep the stored ones). Power and provision actions start through the API's action
-//! entry point (`api::start_state_change`); validation asks the conductor. A
+//! unchanged keep the stored ones). Power and provision actions start through the conductor's
+//! one entry point (`Conductor::start`, in `start_action`) as the API's do; validation asks the
+//! conductor. A
 //! form that worked redirects (303, redirect-after-POST) with its message kept in the session
 //! for the next page; one that was refused renders the page again with the message and a 4xx
 //! status.
@@ -32,7 +33,7 @@ use super::node::render_node;
 use super::rack::{needs_confirmation, started};
 use super::session::Session;
 use super::{AdminState, NodesView};
-use crate::api::StateChange;
+use bootvol_control::conductor::{Action, StateChange};
 use bootvol_control::nodes::{NodeError, NodeService};
 use bootvol_core::inventory::{self, ChildSpec};
 use bootvol_core::model::{
@@ -262,11 +263,30 @@ async fn set_state(
     if let Some(ask) = unconfirmed(&record, form, path, which, target) {
         return ask;
     }
-    let change = if which == "power" { StateChange::Power } else { StateChange::Provision };
     let uuid = &record.node.uuid;
-    match crate::api::start_state_change(&state.api, uuid, change, target).await {
-        Ok(uuid) => Outcome::on_node(&uuid, started(which, target)),
-        Err(e) => Outcome::refused(uuid, e.status(), e.message()),
+    match start_action(state, uuid, which, target).await {
+        Ok(()) => Outcome::on_node(uuid, started(which, target)),
+        Err((status, message)) => Outcome::refused(uuid, status, message),
+    }
+}
+
+/// Starts the power (`which` = `power`) or provision action `target` names on the node, through
+/// the conductor's one entry point: its admission rules, its refusal worded for the page.
+pub(super) async fn start_action(
+    state: &AdminState,
+    uuid: &str,
+    which: &str,
+    target: &str,
+) -> Result<(), (StatusCode, String)> {
+    let change = if which == "power" { StateChange::Power } else { StateChange::Provision };
+    let action = Action::from_target(change, target)
+        .map_err(|e| (StatusCode::BAD_REQUEST, e.to_string()))?;
+    match state.nodes().conductor().start(uuid, action).await {
+        Ok(_) => Ok(()),
+        Err(e) => {
+            let e = NodeError::from(e);
+            Err((status_of(&e), e.to_string()))
+        }
     }
 }
 

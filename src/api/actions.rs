@@ -1,9 +1,9 @@
 //! The API's node actions: power and provision states (accepted with 202: `Conductor::start`
 //! locks the node for the action and records its target before the answer, then runs it on its
 //! own task), validation, the boot device and the states document. Ironic's request shapes and
-//! messages are here; what may start, the lock and the work are the conductor's. The admin
-//! page starts actions through `start_state_change`, so its forms are held to
-//! the same checks.
+//! messages are here (the conductor's typed refusals worded as Ironic words them); what may
+//! start, the lock and the work are the conductor's: the request's shape is checked here, its
+//! admission there, once.
 
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -11,8 +11,10 @@ use serde_json::{Map, Value, json};
 
 use super::resources::{kind_of, load_node, without_nulls};
 use super::{ApiError, ApiResult, ApiState, Request, json_response};
-use bootvol_control::conductor::{Action, ConductorError, Verb, plan};
-use bootvol_control::power::{BootDevice, PowerAction};
+use bootvol_control::conductor::{
+    Action, ConductorError, Refusal, StateChange, UnknownTarget, Verb,
+};
+use bootvol_control::power::BootDevice;
 use bootvol_core::model::hardware::Kind;
 use bootvol_core::secrets::mask;
 
@@ -24,6 +26,7 @@ pub(super) fn map_conductor(e: ConductorError) -> ApiError {
             l.node, l.action, l.since
         )),
         ConductorError::Refused(m) => ApiError::conflict(m),
+        ConductorError::Inadmissible(refusal) => refused(&refusal),
         ConductorError::Failed(m) => ApiError::bad_request(m),
         ConductorError::Db(e) if e.is_unavailable() => ApiError::unavailable(e.to_string()),
         ConductorError::Db(e) => {
@@ -31,6 +34,20 @@ pub(super) fn map_conductor(e: ConductorError) -> ApiError {
             ApiError::internal(e.to_string())
         }
     }
+}
+
+/// Ironic's 400 for an action its conductor would not start.
+fn refused(refusal: &Refusal) -> ApiError {
+    ApiError::bad_request(match refusal {
+        Refusal::Transition { node, verb, state, reason } => format!(
+            "The requested action \"{}\" can not be performed on node \"{node}\" while it is in state \"{state}\": {reason}",
+            verb.target()
+        ),
+        Refusal::Power { node, reason } => {
+            format!("Failed to validate power driver interface for node {node}: {reason}")
+        }
+        Refusal::NoRescue { .. } => refusal.to_string(),
+    })
 }
 
 pub(super) async fn node_states(state: &ApiState, key: &str) -> ApiResult {
@@ -89,17 +106,19 @@ pub(super) async fn set_power(state: &ApiState, r: &Request, key: &str) -> ApiRe
     {
         return Err(ApiError::bad_request("timeout: must be a positive integer"));
     }
-    let uuid = start_state_change(state, key, StateChange::Power, &target).await?;
-    Ok(accepted(r, &uuid))
+    let action = Action::from_target(StateChange::Power, &target)
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let record = load_node(state, key).await?;
+    let started =
+        state.inner.conductor.start(&record.node.uuid, action).await.map_err(map_conductor)?;
+    Ok(accepted(r, &started.node_uuid))
 }
 
 pub(super) async fn set_provision(state: &ApiState, r: &Request, key: &str) -> ApiResult {
     let (target, body) = target_of(r, &["configdrive", "clean_steps", "rescue_password"])?;
     let verb: Verb = target.parse().map_err(|_| {
-        ApiError::bad_request(format!(
-            "The requested action \"{target}\" is not supported ({})",
-            Verb::ALL.iter().map(|v| v.target()).collect::<Vec<_>>().join(", ")
-        ))
+        let unknown = UnknownTarget { change: StateChange::Provision, target: target.clone() };
+        ApiError::bad_request(unknown.to_string())
     })?;
     if r.minor < verb.min_minor() {
         return Err(ApiError::not_acceptable(format!(
@@ -110,16 +129,6 @@ pub(super) async fn set_provision(state: &ApiState, r: &Request, key: &str) -> A
     }
     let configdrive = provision_fields(r, verb, &body)?;
     let record = load_node(state, key).await?;
-    let node = &record.node;
-    if matches!(verb, Verb::Rescue | Verb::Unrescue) {
-        let rescue = node.interfaces.effective(node.driver, Kind::Rescue);
-        if rescue == "no-rescue" {
-            return Err(ApiError::bad_request(format!(
-                "Driver {} does not support rescue (disabled or not implemented).",
-                node.driver
-            )));
-        }
-    }
     match (verb, body.get("rescue_password")) {
         (Verb::Rescue, Some(Value::String(p))) if !p.trim().is_empty() => {}
         (Verb::Rescue, _) => {
@@ -134,13 +143,13 @@ pub(super) async fn set_provision(state: &ApiState, r: &Request, key: &str) -> A
         }
         _ => {}
     }
-    refuse_transition(node, &target, verb)?;
-    if let Some(drive) = configdrive {
-        // Stored as Ironic stores it (instance_info.configdrive).
-        state.nodes().store_configdrive(&node.uuid, drive).await?;
+    let conductor = &state.inner.conductor;
+    let started = match configdrive {
+        Some(drive) => conductor.start_with_configdrive(&record.node.uuid, verb, drive).await,
+        None => conductor.start(&record.node.uuid, Action::Provision(verb)).await,
     }
-    let uuid = start_state_change(state, &node.uuid, StateChange::Provision, &target).await?;
-    Ok(accepted(r, &uuid))
+    .map_err(map_conductor)?;
+    Ok(accepted(r, &started.node_uuid))
 }
 
 /// The body's `configdrive` (answered) and `clean_steps`, checked against the verb and the
@@ -179,76 +188,6 @@ fn provision_fields(
         _ => {}
     }
     Ok(configdrive)
-}
-
-/// Ironic's 400 for a verb the node's state does not allow.
-fn refuse_transition(
-    node: &bootvol_core::model::Node,
-    target: &str,
-    verb: Verb,
-) -> Result<(), ApiError> {
-    plan(node.provision_state, verb).map(|_| ()).map_err(|m| {
-        ApiError::bad_request(format!(
-            "The requested action \"{target}\" can not be performed on node \"{}\" while it is in state \"{}\": {m}",
-            node.uuid, node.provision_state
-        ))
-    })
-}
-
-/// Which state a `PUT /v1/nodes/{node}/states/...` (or an admin form) changes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum StateChange {
-    Power,
-    Provision,
-}
-
-/// Starts the action `target` names on node `key` in the background (a power target: `power
-/// on`, `power off`, `rebooting`, `soft power off`; a provision target: `active`, `deleted`,
-/// `manage`, `provide`, `adopt`), after Ironic's checks; answers the node's UUID.
-pub(crate) async fn start_state_change(
-    state: &ApiState,
-    key: &str,
-    which: StateChange,
-    target: &str,
-) -> Result<String, ApiError> {
-    let action = match (which, target) {
-        (StateChange::Power, "power on") => Action::Power(PowerAction::On),
-        (StateChange::Power, "power off") => Action::Power(PowerAction::Off),
-        (StateChange::Power, "rebooting") => Action::Power(PowerAction::Reboot),
-        (StateChange::Power, "soft power off") => Action::Power(PowerAction::SoftOff),
-        (StateChange::Power, "soft rebooting") => Action::Power(PowerAction::Reboot),
-        (StateChange::Power, other) => {
-            return Err(ApiError::bad_request(format!(
-                "Invalid power target {other:?}: power on, power off, rebooting, soft power off or soft rebooting"
-            )));
-        }
-        (StateChange::Provision, other) => Action::Provision(other.parse().map_err(|_| {
-            ApiError::bad_request(format!(
-                "The requested action \"{other}\" is not supported ({})",
-                Verb::ALL.iter().map(|v| v.target()).collect::<Vec<_>>().join(", ")
-            ))
-        })?),
-    };
-    let record = load_node(state, key).await?;
-    let node = &record.node;
-    match action {
-        Action::Power(_) => {
-            let report = state.inner.conductor.validate(&record).await;
-            if let Some(check) = report.0.iter().find(|c| c.interface == "power" && !c.result) {
-                return Err(ApiError::bad_request(format!(
-                    "Failed to validate power driver interface for node {}: {}",
-                    node.uuid,
-                    check.reason.as_deref().unwrap_or("invalid")
-                )));
-            }
-        }
-        Action::Provision(verb) => refuse_transition(node, target, verb)?,
-        _ => {}
-    }
-    // Accepted: the conductor locks the node for the action and records its target before it
-    // returns, then runs it on its own task.
-    state.inner.conductor.start(&node.uuid, action).await.map_err(map_conductor)?;
-    Ok(node.uuid.clone())
 }
 
 pub(super) async fn validate(state: &ApiState, key: &str) -> ApiResult {

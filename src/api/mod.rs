@@ -25,7 +25,6 @@ mod versions;
 
 pub use resources::check_node_patch;
 
-pub(crate) use actions::{StateChange, start_state_change};
 use auth::{
     AUTH_FAILURES, AUTH_WINDOW, Auth, FileStamp, authenticate, dummy_hash, file_stamp, load_auth,
 };
@@ -357,18 +356,6 @@ impl From<NodeError> for ApiError {
             NodeError::Database(m) => ApiError::internal(format!("database: {m}")),
             NodeError::Unavailable(m) => ApiError::unavailable(format!("database: {m}")),
         }
-    }
-}
-
-impl ApiError {
-    /// The HTTP status Ironic answers with.
-    pub(crate) fn status(&self) -> StatusCode {
-        self.status
-    }
-
-    /// The message (Ironic's `faultstring`).
-    pub(crate) fn message(&self) -> &str {
-        &self.message
     }
 }
 

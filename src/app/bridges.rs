@@ -23,7 +23,7 @@ pub(crate) struct DeployBridge(pub(crate) Conductor);
 fn deploy_error(e: ConductorError) -> DeployError {
     let text = e.to_string();
     match e {
-        ConductorError::Refused(_) => DeployError::Refused(text),
+        ConductorError::Refused(_) | ConductorError::Inadmissible(_) => DeployError::Refused(text),
         ConductorError::NotFound(_) => DeployError::NotFound(text),
         ConductorError::Locked(_) => DeployError::Locked(text),
         ConductorError::Failed(_) | ConductorError::Db(_) => DeployError::Failed(text),

@@ -680,7 +680,16 @@ fn shutdown_lets_a_transfer_in_flight_finish_and_answers_no_new_request() {
     let Got::Data(1, first) = got else { panic!("expected DATA 1, got {got:?}") };
 
     server.shutdown.cancel();
-    std::thread::sleep(Duration::from_millis(200)); // let the server see it
+    // Once the server has seen the shutdown (the first request it leaves unanswered), no new
+    // request is answered.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let probe = Raw::new(server.addr);
+        probe.rrq("d.bin", &[]);
+        let Some((_, tid)) = probe.recv(Duration::from_millis(100)) else { break };
+        probe.error(tid, 0, "probe"); // ends the transfer it started: nothing left to drain
+        assert!(Instant::now() < deadline, "requests still answered 5 s after the shutdown");
+    }
     let late = Raw::new(server.addr);
     late.rrq("d.bin", &[]);
     assert_eq!(

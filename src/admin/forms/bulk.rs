@@ -62,14 +62,9 @@ pub(in crate::admin) async fn bulk(
                     .await
                     .map(|_| ())
                     .map_err(|e| e.to_string()),
-                _ => {
-                    let change =
-                        if which == "power" { StateChange::Power } else { StateChange::Provision };
-                    crate::api::start_state_change(&state.api, &record.node.uuid, change, target)
-                        .await
-                        .map(|_| ())
-                        .map_err(|e| e.message().to_owned())
-                }
+                _ => start_action(&state, &record.node.uuid, which, target)
+                    .await
+                    .map_err(|(_, message)| message),
             };
             match result {
                 Ok(()) => done.push(name),

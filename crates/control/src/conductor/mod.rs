@@ -17,6 +17,7 @@
 //! (provision verbs: deploy, undeploy, adopt), `deploy` (scenario 4's image deployment and its
 //! call-back), `power` (power actions and the power-state sync), `validate` and `recovery`.
 
+mod admission;
 mod deploy;
 mod power;
 mod provision;
@@ -30,6 +31,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio_util::task::TaskTracker;
 
+pub use admission::{Refusal, StateChange, UnknownTarget};
 pub use deploy::{CallbackReport, Caller};
 pub use states::{Plan, Verb, plan};
 pub use validate::{InterfaceCheck, ValidationReport};
@@ -48,6 +50,9 @@ pub enum ConductorError {
     /// Not allowed now (state, lock, validation); nothing was changed.
     #[error("{0}")]
     Refused(String),
+    /// [`Conductor::start`]'s admission rules refused the action; nothing was changed.
+    #[error("{0}")]
+    Inadmissible(Refusal),
     /// The action ran and failed; the node's `last_error` says the same.
     #[error("{0}")]
     Failed(String),
@@ -277,6 +282,27 @@ impl Conductor {
     /// ends. The one way the CLI, the REST API, the admin page and the deploy call-back start
     /// anything that changes a node.
     pub async fn start(&self, key: &str, action: Action) -> Result<Started, ConductorError> {
+        self.start_with(key, action, None).await
+    }
+
+    /// [`Conductor::start`] for a deploy or rebuild that brings a config drive (Ironic's
+    /// `configdrive`): stored as Ironic stores it (`instance_info.configdrive`) once the action
+    /// is admitted and the node locked for it, so a refused action stores nothing.
+    pub async fn start_with_configdrive(
+        &self,
+        key: &str,
+        verb: Verb,
+        configdrive: Value,
+    ) -> Result<Started, ConductorError> {
+        self.start_with(key, Action::Provision(verb), Some(configdrive)).await
+    }
+
+    async fn start_with(
+        &self,
+        key: &str,
+        action: Action,
+        configdrive: Option<Value>,
+    ) -> Result<Started, ConductorError> {
         let mut record = self.load(key).await?;
         // What a crashed process left half done on this node is ended first.
         if stuck(&record) && self.recover_node(&record).await?.is_some() {
@@ -287,6 +313,20 @@ impl Conductor {
         let (provision, power) = action.targets(&record);
         let marked = provision.is_some() || power.is_some();
         let lock = self.begin(&record, &action.verb(), provision, power).await?;
+        if let Some(drive) = configdrive {
+            record.node.instance_info.insert("configdrive".into(), drive);
+            let (uuid, info) = (record.node.uuid.clone(), record.node.instance_info.clone());
+            if let Err(e) = self.db.run(move |db| db.set_instance_info(&uuid, &info)).await {
+                // The targets `begin` recorded are taken back, saying why.
+                let (uuid, why) =
+                    (record.node.uuid.clone(), format!("config drive not stored: {e}"));
+                if let Err(e) = self.db.run(move |db| db.end_refused_action(&uuid, &why)).await {
+                    tracing::error!(error = %e, "recording a refused action");
+                }
+                lock.release().await;
+                return Err(e.into());
+            }
+        }
         let node_uuid = record.node.uuid.clone();
         let this = self.clone();
         let handle = self.tasks.spawn(async move {
@@ -317,25 +357,6 @@ impl Conductor {
     /// [`Conductor::start`], then waits for the action to end.
     pub async fn run(&self, key: &str, action: Action) -> Result<NodeRecord, ConductorError> {
         self.start(key, action).await?.finished().await
-    }
-
-    /// Whether `action` may start on the node as it is now.
-    fn admit(&self, record: &NodeRecord, action: &Action) -> Result<(), ConductorError> {
-        match action {
-            Action::Provision(verb) => {
-                plan(record.node.provision_state, *verb).map_err(ConductorError::Refused)?;
-            }
-            Action::Power(_) => {
-                self.driver(record.node.driver)
-                    .validate(&record.node)
-                    .map_err(|e| ConductorError::Refused(format!("power: {e}")))?;
-            }
-            Action::AttachVolumes | Action::DetachVolumes => {
-                self.storage.for_node(record)?;
-            }
-            Action::BootDevice { .. } | Action::Delete => {}
-        }
-        Ok(())
     }
 
     /// Locks the node for an action and records its target states (those columns only).

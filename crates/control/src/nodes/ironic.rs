@@ -4,7 +4,7 @@
 //! Neutron; the `noop` network interface records nothing, as Ironic's), and the config drive a
 //! deploy request carries (stored in `instance_info.configdrive`, as Ironic stores it).
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::{NodeError, NodeService};
 use bootvol_core::model::hardware::Kind;
@@ -117,22 +117,6 @@ impl NodeService {
         if !self.db().run(move |db| db.set_port_internal_info(&uuid, &info)).await? {
             return Err(NodeError::NotFound(format!("Port {port_uuid} could not be found.")));
         }
-        Ok(())
-    }
-
-    /// Stores the config drive of a deploy or rebuild request in `instance_info.configdrive`,
-    /// as Ironic stores it (one set there before, by a patch or an inventory, is kept when a
-    /// request gives none). Refused while an action holds the node.
-    pub async fn store_configdrive(&self, key: &str, configdrive: Value) -> Result<(), NodeError> {
-        let record = self.node(key).await?;
-        self.check_unlocked(&record.node).await?;
-        let mut info = record.node.instance_info.clone();
-        info.insert("configdrive".into(), configdrive);
-        if info == record.node.instance_info {
-            return Ok(());
-        }
-        let uuid = record.node.uuid.clone();
-        self.db().run(move |db| db.set_instance_info(&uuid, &info)).await?;
         Ok(())
     }
 }

@@ -85,6 +85,7 @@ impl From<ConductorError> for NodeError {
                 l.node, l.action, l.since
             )),
             ConductorError::Refused(m) => NodeError::Conflict(m),
+            ConductorError::Inadmissible(r) => NodeError::Conflict(r.to_string()),
             ConductorError::Failed(m) => NodeError::Invalid(m),
             ConductorError::Db(e) => e.into(),
         }
