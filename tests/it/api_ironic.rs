@@ -136,6 +136,13 @@ fn every_field_and_endpoint_appears_at_its_microversion() {
     assert_eq!(api.at("1.3", "PUT", &provision, Some(json!({"target": "manage"}))).0, 406);
     assert_eq!(api.at("1.4", "PUT", &provision, Some(json!({"target": "manage"}))).0, 202);
     wait_for(&api, &uuid, "provision_state", "manageable");
+    // A deploy the state machine refuses stores nothing, its config drive included.
+    let early = json!({"target": "active", "configdrive": configdrive()});
+    let (status, body) = api.v("PUT", &provision, Some(early));
+    assert_eq!(status, 400, "{body}");
+    assert!(fault(&body).contains("can not be performed on node"), "{body}");
+    let node = api.v("GET", &format!("/v1/nodes/{uuid}"), None).1;
+    assert_eq!(node["instance_info"].get("configdrive"), None, "{node}");
     for (target, minor, extra) in
         [("inspect", 6, json!({})), ("clean", 15, json!({"clean_steps": []}))]
     {
