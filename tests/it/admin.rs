@@ -516,9 +516,11 @@ fn forms_create_a_node_power_it_and_refuse_missing_tokens() {
 /// The admin page in headless Chromium: `tests/admin/browser.js` with Debian's `chromium` and
 /// `playwright-core` installed under `target/admin-e2e` (both by `tests/admin/setup.sh`).
 /// Skipped, saying so, when either is missing, unless `BOOTVOL_REQUIRE_BROWSER=1` (CI), where it
-/// fails. With 500 nodes seeded: search by MAC, the attention counts, the confirmation step.
-/// Saves `node-page.png`, `admin-nodes-500.png` and `admin-confirm.png` in `target/admin-e2e`
-/// (and in `docs/`, the first as `admin-node.png`, with `BOOTVOL_UPDATE_SCREENSHOTS=1`).
+/// fails. With 500 nodes seeded (seven of them unbootable): the attention counts, search by
+/// MAC and by problem, the confirmation step, boot requests' results, refused forms, the BMC
+/// fields following the driver, the skip links, at 1366×900 and at 390×844. Saves its
+/// screenshots ([`SCREENSHOTS`]) in `target/admin-shots`, and in `docs/` with
+/// `BOOTVOL_UPDATE_SCREENSHOTS=1`.
 #[test]
 #[allow(clippy::disallowed_methods)] // tests read their own switch and start the real browser
 fn headless_chromium_login_create_power_screenshot_logout() {
@@ -542,14 +544,16 @@ fn headless_chromium_login_create_power_screenshot_logout() {
     }
     let admin = Admin::start();
     seed_rack(&admin);
-    let shots = ["node-page.png", "admin-nodes-500.png", "admin-confirm.png"];
-    for shot in shots {
-        let _ = std::fs::remove_file(e2e.join(shot));
+    let shots = root.join("target/admin-shots");
+    std::fs::create_dir_all(&shots).unwrap();
+    for shot in SCREENSHOTS {
+        let _ = std::fs::remove_file(shots.join(shot));
     }
     let output = std::process::Command::new("node")
         .arg(root.join("tests/admin/browser.js"))
         .args([&admin.base, USER, PASSWORD])
-        .arg(&e2e)
+        .arg(&shots)
+        .arg(&admin.boot)
         .env("NODE_PATH", e2e.join("node_modules"))
         .output()
         .expect("node runs");
@@ -560,17 +564,29 @@ fn headless_chromium_login_create_power_screenshot_logout() {
         String::from_utf8_lossy(&output.stderr)
     );
     eprint!("{}", String::from_utf8_lossy(&output.stdout));
-    for shot in shots {
-        let path = e2e.join(shot);
+    for shot in SCREENSHOTS {
+        let path = shots.join(shot);
         assert!(std::fs::metadata(&path).map(|m| m.len() > 1000).unwrap_or(false), "{shot}");
     }
-    // The screenshots of docs/operating.md (the admin page), refreshed on demand.
+    // The screenshots of README and docs/operating.md (the admin page), refreshed on demand.
     if std::env::var("BOOTVOL_UPDATE_SCREENSHOTS").is_ok_and(|v| v == "1") {
-        for (shot, name) in shots.iter().zip(["admin-node.png", shots[1], shots[2]]) {
-            std::fs::copy(e2e.join(shot), root.join("docs").join(name)).unwrap();
+        for shot in SCREENSHOTS {
+            std::fs::copy(shots.join(shot), root.join("docs").join(shot)).unwrap();
         }
     }
 }
+
+/// The screenshots `browser.js` takes, at 1366×900 and at 390×844 (`-phone`).
+const SCREENSHOTS: [&str; 8] = [
+    "admin-nodes-500.png",
+    "admin-node.png",
+    "admin-confirm.png",
+    "admin-form-error.png",
+    "admin-nodes-500-phone.png",
+    "admin-node-phone.png",
+    "admin-confirm-phone.png",
+    "admin-form-error-phone.png",
+];
 
 #[test]
 fn recent_boot_requests_and_unknown_macs() {
