@@ -41,8 +41,8 @@ use bootvol_core::model::{
     Child, ChildKind, Driver, NodeRecord, ProvisionState, Stamped, StorageInterfaceName, new_uuid,
 };
 pub(super) use bulk::bulk;
-pub(super) use typed::Typed;
-use typed::typed_values;
+pub(super) use typed::{Typed, field_of};
+use typed::{create_field, typed_values};
 
 fn field<'a>(form: &'a HashMap<String, String>, name: &str) -> &'a str {
     form.get(name).map_or("", |v| v.trim())
@@ -358,49 +358,6 @@ fn bmc_fields(
         } else {
             map.remove(key);
         }
-    }
-}
-
-/// The create form's field a refusal is about: `kind` is what was refused (`node`, `port`,
-/// `volume connector`, `volume target`), `message` why.
-fn create_field(kind: &str, message: &str) -> &'static str {
-    let m = message.to_lowercase();
-    match kind {
-        "port" => "mac",
-        "volume connector" => "connector_iqn",
-        "volume target" if m.contains("portal") => "target_portal",
-        "volume target" if m.contains("lun") => "target_lun",
-        "volume target" if m.contains("auth") || m.contains("chap") => "auth_username",
-        "volume target" if m.contains("iqn") => "target_iqn",
-        "volume target" => "volume_id",
-        _ if m.contains("password") => "bmc_password",
-        _ if m.contains("redfish_") || m.contains("ipmi_") || m.contains("driver_info") => {
-            "bmc_address"
-        }
-        _ if m.contains("capabilit") => "capabilities",
-        _ if m.contains("storage_interface") => "storage_interface",
-        _ if m.contains("driver") => "driver",
-        _ => "name",
-    }
-}
-
-/// The field of a node page's form (`edit-node`, `add-ports`, `targets-<uuid>`...) that a
-/// refusal is about, for the focus and the summary's link: the one it names, else the form's
-/// first.
-pub(super) fn field_of(form: &str, message: &str) -> &'static str {
-    let m = message.to_lowercase();
-    match form.split_once('-').map_or(form, |(_, kind)| kind) {
-        "node" => create_field("node", message),
-        "ports" => "address",
-        "connectors" if m.contains("type") && !m.contains("connector_id") => "type",
-        "connectors" => "connector_id",
-        "targets" if m.contains("boot_index") && !m.contains("volume target boot_index") => {
-            "boot_index"
-        }
-        "targets" if m.contains("volume_id") => "volume_id",
-        "targets" if m.contains("volume_type") => "volume_type",
-        "targets" => "properties",
-        _ => "name",
     }
 }
 
