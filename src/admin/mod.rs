@@ -16,7 +16,9 @@
 //!
 //! Reads and writes go through the node service ([`bootvol_control::nodes`]), the same typed core the
 //! API calls (never through the API's routes, and never around the core to `db`); a node's
-//! script is read from the boot snapshot the boot edge serves (`ApiState::snapshot`). Like the API, secrets are masked before anything reaches a
+//! script, scenario and boot problem are read from the boot snapshot the boot edge serves
+//! (`ApiState::snapshot`), never decided here again; the words and confirmations of actions are
+//! `actions`'. Like the API, secrets are masked before anything reaches a
 //! template. The password form (`password.rs`) sets the logged-in user's own password in the
 //! htpasswd file, which the running process reloads.
 //!
