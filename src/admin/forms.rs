@@ -2,9 +2,11 @@
 //! maintenance; power, provision (manage, provide, deploy, undeploy) and validate a node; the
 //! same on many nodes at once (`bulk`: power, maintenance, provide).
 //!
-//! Power off, reboot, soft power off, undeploy and delete change nothing without `confirm=<the
-//! node's name>` (the server's rule, not the page's): without it they answer the confirmation
-//! step, a page naming the node whose button posts the same form with it. A refused form
+//! Power off, reboot, soft power off, delete and the provision verbs that take a running node
+//! away (undeploy, rebuild, abort, rescue, unrescue: `actions`) change nothing without
+//! `confirm=<the node's name>` (the server's rule, not the page's): without it they answer the
+//! confirmation step, a page naming the action and the node, whose button posts the same form
+//! with it. A refused form
 //! renders its page again with what was typed (secrets left out: they are typed again) and the
 //! message beside the form.
 //!
@@ -40,11 +42,17 @@ use bootvol_core::model::{
     Child, ChildKind, Driver, NodeRecord, ProvisionState, Stamped, StorageInterfaceName, new_uuid,
 };
 pub(super) use bulk::bulk;
-pub(super) use typed::Typed;
-use typed::typed_values;
+pub(super) use typed::{Typed, field_of};
+use typed::{create_field, typed_values};
 
 fn field<'a>(form: &'a HashMap<String, String>, name: &str) -> &'a str {
     form.get(name).map_or("", |v| v.trim())
+}
+
+/// `what: message`, unless the message already starts by naming it (said once).
+fn about(what: &str, message: impl std::fmt::Display) -> String {
+    let message = message.to_string();
+    if message.starts_with(what) { message } else { format!("{what}: {message}") }
 }
 
 /// The status a refusal of the node service is shown with (as the API answers it).
@@ -99,7 +107,7 @@ impl Outcome {
     /// The node service's refusal, on `node`'s page (after `what: ` when given).
     fn failed(node: &str, e: &NodeError, what: Option<&str>) -> Outcome {
         let message = match what {
-            Some(what) => format!("{what}: {e}"),
+            Some(what) => about(what, e),
             None => e.to_string(),
         };
         Outcome::refused(node, status_of(e), message)
@@ -187,21 +195,8 @@ fn unconfirmed(
     if !needs_confirmation(which, target) || field(form, "confirm") == name {
         return None;
     }
-    let (what, consequence) = match (which, target) {
-        ("power", "power off") => {
-            ("Power off", "cuts the node's power at once, as pulling the plug would")
-        }
-        ("power", "soft power off") => {
-            ("Soft power off", "asks the node's operating system to shut down")
-        }
-        ("power", _) => {
-            ("Reboot", "restarts the node at once, without asking its operating system")
-        }
-        ("provision", _) => {
-            ("Undeploy", "detaches its volumes and makes it available again (its instance stops)")
-        }
-        _ => ("Delete", "removes the node, its ports, connectors and targets from bootvol"),
-    };
+    let action = super::actions::Action::parse(which, target)?;
+    let (what, consequence) = (action.label(), action.consequence()?);
     let mut fields: Vec<(String, String)> = form
         .iter()
         .filter(|(k, _)| k.as_str() != "csrf" && k.as_str() != "confirm")
@@ -386,28 +381,6 @@ fn bmc_fields(
     }
 }
 
-/// The create form's field a refusal is about: `kind` is what was refused (`node`, `port`,
-/// `volume connector`, `volume target`), `message` why.
-fn create_field(kind: &str, message: &str) -> &'static str {
-    let m = message.to_lowercase();
-    match kind {
-        "port" => "mac",
-        "volume connector" => "connector_iqn",
-        "volume target" if m.contains("portal") => "target_portal",
-        "volume target" if m.contains("lun") => "target_lun",
-        "volume target" if m.contains("auth") || m.contains("chap") => "auth_username",
-        "volume target" if m.contains("iqn") => "target_iqn",
-        "volume target" => "volume_id",
-        _ if m.contains("redfish_") || m.contains("ipmi_") || m.contains("driver_info") => {
-            "bmc_address"
-        }
-        _ if m.contains("capabilit") => "capabilities",
-        _ if m.contains("storage_interface") => "storage_interface",
-        _ if m.contains("driver") => "driver",
-        _ => "name",
-    }
-}
-
 /// A LUN or boot index typed as text: a number when it is one, else the text (the parser
 /// names what is wrong with it).
 fn number_or_text(text: &str) -> Value {
@@ -530,11 +503,22 @@ pub(super) async fn create_node(State(state): State<AdminState>, checked: Checke
             .and_then(|doc| inventory::parse_node(&Value::Object(doc), state.api.config()));
         let spec = match spec {
             Ok(spec) => spec,
-            Err(e) => return refused(StatusCode::BAD_REQUEST, "node", format!("node: {e}")),
+            Err(e) => return refused(StatusCode::BAD_REQUEST, "node", about("node", e)),
         };
         let nodes = state.nodes();
-        if let Err(e) = nodes.create_node(uuid.clone(), spec, ProvisionState::Enroll).await {
-            return refused(status_of(&e), "node", format!("node: {e}"));
+        let made = match nodes.create_node(uuid.clone(), spec, ProvisionState::Enroll).await {
+            Ok(made) => made,
+            Err(e) => return refused(status_of(&e), "node", about("node", &e)),
+        };
+        // The BMC fields as validation reads them, when an address was given.
+        if !field(&form, "bmc_address").is_empty()
+            && let Err(e) = nodes.conductor().validate_power(&made.node)
+        {
+            if let Err(undo) = nodes.delete_node(&uuid).await {
+                tracing::error!(node = uuid, error = %undo, "admin: undoing a node creation");
+            }
+            let message = format!("BMC: {e}");
+            return refused(StatusCode::BAD_REQUEST, "node", message);
         }
         for (kind, doc) in initial_children(&form) {
             let created = match ChildSpec::parse(kind, &doc) {
@@ -545,7 +529,7 @@ pub(super) async fn create_node(State(state): State<AdminState>, checked: Checke
                 if let Err(undo) = nodes.delete_node(&uuid).await {
                     tracing::error!(node = uuid, error = %undo, "admin: undoing a node creation");
                 }
-                let message = format!("{}: {e} (the node was not created)", kind.label());
+                let message = about(kind.label(), &e);
                 return refused(status_of(&e), kind.label(), message);
             }
         }
@@ -580,7 +564,9 @@ pub(super) async fn create_node(State(state): State<AdminState>, checked: Checke
 }
 
 /// Edits a node's name, driver, storage interface, capabilities, driver_info and
-/// instance_info.
+/// instance_info. The BMC fields are checked as validation checks them (the driver's own
+/// reading of `driver_info`) when an address is given; a driver switch needs the new driver's
+/// password typed when the old one had one stored, and says which old keys it removed.
 async fn edit_node(state: &AdminState, node: &str, form: &HashMap<String, String>) -> Outcome {
     let current = match state.nodes().node(node).await {
         Ok(current) => current,
@@ -596,10 +582,58 @@ async fn edit_node(state: &AdminState, node: &str, form: &HashMap<String, String
     if NodeService::node_unchanged(&current, &spec) {
         return Outcome::on_node(&uuid, "Nothing changed.");
     }
+    let removed = match driver_switch(&current.node, spec.driver, form) {
+        Ok(removed) => removed,
+        Err(why) => return Outcome::refused(&uuid, StatusCode::BAD_REQUEST, why),
+    };
+    if !field(form, "bmc_address").is_empty() && bmc_keys(spec.driver.as_str()).is_some() {
+        let mut probe = current.node.clone();
+        probe.driver = spec.driver;
+        probe.driver_info = spec.driver_info.clone();
+        if let Err(e) = state.nodes().conductor().validate_power(&probe) {
+            return Outcome::refused(&uuid, StatusCode::BAD_REQUEST, format!("BMC: {e}"));
+        }
+    }
     match state.nodes().update_node(&uuid, spec).await {
-        Ok(_) => Outcome::on_node(&uuid, "Node saved."),
+        Ok(_) if removed.is_empty() => Outcome::on_node(&uuid, "Node saved."),
+        Ok(saved) => Outcome::on_node(
+            &uuid,
+            format!(
+                "Node saved. The driver is now {}: {} removed (the old driver's BMC fields).",
+                saved.node.driver,
+                removed.join(", ")
+            ),
+        ),
         Err(e) => Outcome::failed(&uuid, &e, None),
     }
+}
+
+/// A change of driver from `current`'s to `driver`: the old driver's BMC keys it removes (to
+/// be said), or the refusal when the old driver had a password stored and none is typed for
+/// the new one (a stored secret is never dropped silently, nor carried to another driver).
+fn driver_switch(
+    current: &bootvol_core::model::Node,
+    driver: Driver,
+    form: &HashMap<String, String>,
+) -> Result<Vec<&'static str>, String> {
+    if current.driver == driver {
+        return Ok(Vec::new());
+    }
+    let Some(old) = bmc_keys(current.driver.as_str()) else { return Ok(Vec::new()) };
+    let stored: Vec<&'static str> =
+        old.into_iter().flatten().filter(|k| current.driver_info.contains_key(*k)).collect();
+    let password_stored = old[3].is_some_and(|k| current.driver_info.contains_key(k));
+    if password_stored
+        && bmc_keys(driver.as_str()).is_some()
+        && field(form, "bmc_password").is_empty()
+    {
+        return Err(format!(
+            "The driver changes from {} to {driver}: type the BMC password for {driver} (the stored {} is not carried over to another driver). Nothing was saved.",
+            current.driver,
+            old[3].unwrap_or("password"),
+        ));
+    }
+    Ok(stored)
 }
 
 /// Deletes a node (refused while it is deployed or has volumes attached).
@@ -656,9 +690,9 @@ fn child_spec(
     form: &HashMap<String, String>,
     node_uuid: &str,
 ) -> Result<ChildSpec, Outcome> {
-    child_document(kind, form).and_then(|doc| ChildSpec::parse(kind, &Value::Object(doc))).map_err(
-        |e| Outcome::refused(node_uuid, StatusCode::BAD_REQUEST, format!("{}: {e}", kind.label())),
-    )
+    child_document(kind, form)
+        .and_then(|doc| ChildSpec::parse(kind, &Value::Object(doc)))
+        .map_err(|e| Outcome::refused(node_uuid, StatusCode::BAD_REQUEST, about(kind.label(), e)))
 }
 
 /// The kind of child a URL segment names, and the UUID of the node it is under.

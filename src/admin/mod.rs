@@ -16,7 +16,9 @@
 //!
 //! Reads and writes go through the node service ([`bootvol_control::nodes`]), the same typed core the
 //! API calls (never through the API's routes, and never around the core to `db`); a node's
-//! script is read from the boot snapshot the boot edge serves (`ApiState::snapshot`). Like the API, secrets are masked before anything reaches a
+//! script, scenario and boot problem are read from the boot snapshot the boot edge serves
+//! (`ApiState::snapshot`), never decided here again; the words and confirmations of actions are
+//! `actions`'. Like the API, secrets are masked before anything reaches a
 //! template. The password form (`password.rs`) sets the logged-in user's own password in the
 //! htpasswd file, which the running process reloads.
 //!
@@ -24,6 +26,7 @@
 //! under `/admin/` included, forbids being framed (`framing`, a response layer: `X-Frame-Options:
 //! DENY`, `frame-ancestors 'none'`); only `/admin/activity` sets its own (`SAMEORIGIN`, `'self'`).
 
+mod actions;
 mod activity;
 mod extract;
 mod forms;
@@ -506,11 +509,14 @@ async fn nodes_page(
     render_nodes(&state, &s, StatusCode::OK, view).await
 }
 
+/// How many of the latest boot requests the activity frame lists, with their results.
+const ACTIVITY_REQUESTS: usize = 8;
+
 /// How often the boot activity frame redraws itself (`<meta http-equiv="refresh">`).
 const ACTIVITY_REFRESH_SECS: u32 = 15;
 
-/// The boot activity of the last hour, a page of its own that the nodes list frames and that
-/// redraws itself: live without JavaScript. Only this page may be framed, and only by the admin
+/// The boot activity of the last hour and the latest boot requests with their results, a page
+/// of its own that the nodes list frames and that redraws itself: live without JavaScript. Only this page may be framed, and only by the admin
 /// page itself.
 async fn activity_page(State(state): State<AdminState>, _: LoggedIn) -> Response {
     let minutes = state.api.metrics().boot_activity();
@@ -521,6 +527,8 @@ async fn activity_page(State(state): State<AdminState>, _: LoggedIn) -> Response
             svg => minijinja::Value::from_safe_string(activity::svg(&minutes)),
             summary => activity::summary(&minutes),
             refresh => ACTIVITY_REFRESH_SECS,
+            boots => minijinja::value::Serde(state.api.recent_boots().newest_first().iter()
+                .take(ACTIVITY_REQUESTS).map(node::boot_hit).collect::<Vec<_>>()),
         },
     );
     let h = response.headers_mut();
@@ -611,14 +619,13 @@ async fn render_nodes(
         drift_lines.iter().filter(|l| l.kind == "drift").filter_map(|l| l.volume.clone()).collect();
     // One pass over the nodes, a page at a time: a summary row each, the known MACs, and which
     // node uses which volume (for the sync panel's links).
+    // Each row's scenario and boot problem are what the boot snapshot serves (one decision).
+    let snapshot = state.api.snapshot();
     let folded = state
         .nodes()
         .fold_nodes(ListFold::default(), move |fold, r| {
-            let scenario = match bootvol_core::boot::decide(r, default) {
-                Ok(scenario) => scenario.name().to_owned(),
-                Err(e) => format!("not bootable: {e}"),
-            };
-            fold.rows.push(rack::Summary::of(r, scenario, &drifted));
+            let boot = rack::NodeBoot::of(&snapshot, &r.node.uuid);
+            fold.rows.push(rack::Summary::of(r, boot, &drifted));
             fold.known.extend(r.ports.iter().map(|p| p.address));
             for t in &r.volume_targets {
                 fold.volumes
@@ -680,7 +687,7 @@ fn unknown_macs(
     let mut unknown = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for hit in state.api.recent_boots().newest_first() {
-        if let (Some(mac), "unknown") = (hit.mac, hit.what)
+        if let (Some(mac), bootvol_core::recent::BootResult::UnknownMac) = (hit.mac, hit.result)
             && !known.contains(&mac)
             && seen.insert(mac)
         {

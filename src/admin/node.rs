@@ -187,10 +187,15 @@ pub(super) async fn render_node(
         .iter()
         .find(|e| e["event_type"] == bootvol_edge::script_access::CONFLICT_EVENT)
         .map(|e| json!({"at": e["created_at"], "message": e["message"], "repeats": e["repeats"]}));
-    // A refusal shown beside its form says so at the top too, linking to it.
+    // A refusal of a form is summed up at the top (the template), linking to the field it is
+    // about, which gets the focus; the message is said there once.
     let form_problem = typed.as_ref().and(problem.clone());
+    let focus = typed
+        .as_ref()
+        .zip(form_problem.as_deref())
+        .map(|(t, p)| t.field.unwrap_or_else(|| super::forms::field_of(&t.form, p)));
     let error = match (&typed, problem, flash_error, error) {
-        (Some(t), Some(_), _, _) => Some(format!("Not saved: see the form below (#{}).", t.form)),
+        (Some(_), Some(_), _, _) => None,
         (_, Some(p), _, _) => Some(p),
         (_, None, Some(f), _) => Some(f),
         (_, None, None, e) => e,
@@ -200,7 +205,8 @@ pub(super) async fn render_node(
     let n = &record.node;
     let heading_to =
         n.target_provision_state.map(|s| s.as_str()).or(n.target_power_state.map(|p| p.as_str()));
-    let node = node_view(&record, default);
+    let boot = rack::NodeBoot::of(&state.api.snapshot(), &record.node.uuid);
+    let node = node_view(&record, default, boot);
     let ports: Vec<Value> = record
         .ports
         .iter()
@@ -223,7 +229,7 @@ pub(super) async fn render_node(
             refresh => heading_to.map(|_| REFRESH_SECS),
             typed_form => typed.as_ref().map(|t| t.form.clone()),
             typed => typed.as_ref().map(|t| t.values.clone()),
-            typed_field => typed.as_ref().and_then(|t| t.field),
+            typed_field => focus,
             form_problem => form_problem,
             node => Serde(node), ports => Serde(ports), connectors => Serde(connectors),
             targets => Serde(targets), script => script, script_problem => script_problem,
@@ -276,7 +282,7 @@ async fn drifted_volumes(
     }
 }
 
-/// The recent boot requests from the node's MACs, newest first.
+/// The recent boot requests for the node's MACs, newest first, with their results.
 fn recent_boots_of(state: &AdminState, record: &NodeRecord) -> Vec<Value> {
     let macs: Vec<bootvol_core::model::MacAddr> = record.ports.iter().map(|p| p.address).collect();
     state
@@ -286,11 +292,18 @@ fn recent_boots_of(state: &AdminState, record: &NodeRecord) -> Vec<Value> {
         .into_iter()
         .filter(|h| h.mac.is_some_and(|m| macs.contains(&m)))
         .take(50)
-        .map(|h| {
-            json!({"at": bootvol_core::timefmt::format_unix(h.at.max(0) as u64), "via": h.via,
-                   "client": h.client.to_string(), "mac": h.mac.map(|m| m.to_string())})
-        })
+        .map(|h| boot_hit(&h))
         .collect()
+}
+
+/// A boot request as the pages show it: when, how, from where, for which MAC and node, and
+/// its result (`served`, `default script`, `refused`, `unknown MAC`...) with its detail (the
+/// scenario, or why it was refused).
+pub(super) fn boot_hit(h: &bootvol_core::recent::BootHit) -> Value {
+    json!({"at": bootvol_core::timefmt::format_unix(h.at.max(0) as u64), "via": h.via,
+           "client": h.client.to_string(), "mac": h.mac.map(|m| m.to_string()),
+           "node": h.node, "result": h.result.word(), "detail": h.result.detail(),
+           "failed": h.result.failed()})
 }
 
 /// A map as pretty JSON, its secrets masked; empty when the map is.
@@ -305,8 +318,9 @@ fn masked_pretty(map: &Map<String, Value>) -> String {
 }
 
 /// The node's fields as the page shows them: the BMC fields of its driver out of the raw
-/// driver_info shown beside them, states, scenario, secrets masked.
-fn node_view(record: &NodeRecord, default: StorageInterfaceName) -> Value {
+/// driver_info shown beside them, states, the scenario and boot problem the boot snapshot
+/// serves (`boot`), secrets masked.
+fn node_view(record: &NodeRecord, default: StorageInterfaceName, boot: rack::NodeBoot) -> Value {
     let n = &record.node;
     // The BMC fields of the node's driver, out of the raw driver_info shown beside them.
     let mut other_info = n.driver_info.clone();
@@ -336,10 +350,7 @@ fn node_view(record: &NodeRecord, default: StorageInterfaceName) -> Value {
         "power_state": n.power_state.map(|p| p.as_str()),
         "provision_state": n.provision_state.as_str(),
         "storage_interface": n.effective_storage_interface(default).as_str(),
-        "scenario": match bootvol_core::boot::decide(record, default) {
-            Ok(scenario) => scenario.name().to_owned(),
-            Err(e) => format!("not bootable: {e}"),
-        },
+        "scenario": boot.scenario, "boot_problem": boot.problem,
         "maintenance": n.maintenance, "maintenance_reason": n.maintenance_reason,
         "last_error": n.last_error,
     })

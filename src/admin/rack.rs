@@ -1,8 +1,9 @@
-//! The nodes list of a whole rack, pure: one summary row per node, the list's query (search by
-//! name, MAC in any common form or UUID; filters by state, power, maintenance, problem; sort;
+//! The nodes list of a whole rack, pure: one summary row per node (its scenario and boot problem
+//! are the boot snapshot's, [`NodeBoot`]), the list's query (search by name, MAC in any common
+//! form, UUID, scenario or boot problem; filters by state, power, maintenance, problem; sort;
 //! page), the counts of what needs attention, which actions fit a node's state (the provision
-//! verbs are the conductor's table, [`bootvol_control::conductor::states::allowed`]) and which of them ask
-//! for a confirmation, the words an action's start is told in, and the Cinder sync verdict.
+//! verbs are the conductor's table, [`bootvol_control::conductor::states::allowed`]; which of them ask
+//! for a confirmation and in which words is `actions`'), and the Cinder sync verdict.
 //!
 //! No I/O: `mod.rs` loads the records and renders; everything here is tested with plain values.
 
@@ -10,7 +11,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
 
-use bootvol_control::conductor::states::{Verb, allowed, deletable};
+use bootvol_control::conductor::states::{allowed, deletable};
 use bootvol_core::model::{NodeRecord, PowerState, ProvisionState};
 
 /// Rows shown on one page of the list.
@@ -31,7 +32,10 @@ pub(super) struct Summary {
     /// Where a running action takes the node (provision, else power).
     pub heading_to: Option<&'static str>,
     pub maintenance: bool,
+    /// The scenario of the script the boot snapshot serves the node.
     pub scenario: String,
+    /// Why the node gets the default script, or would once deployed (the snapshot's).
+    pub boot_problem: Option<String>,
     /// The whole `last_error`.
     pub last_error: Option<String>,
     /// Its first line, cut to [`ERROR_CHARS`].
@@ -40,10 +44,32 @@ pub(super) struct Summary {
     pub drift: bool,
 }
 
+/// What the boot snapshot says of a node: the scenario of the script it serves and why the
+/// node cannot boot its volume (the default script served, or served once deployed), if so.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(super) struct NodeBoot {
+    pub scenario: String,
+    pub problem: Option<String>,
+}
+
+impl NodeBoot {
+    /// The snapshot's verdict on the node `uuid`; a node it does not know yet (just made: it is
+    /// rebuilt after every change) says so.
+    pub(super) fn of(snapshot: &bootvol_core::boot::BootSnapshot, uuid: &str) -> NodeBoot {
+        match snapshot.node(uuid) {
+            Some(script) => NodeBoot {
+                scenario: script.scenario.to_owned(),
+                problem: script.boot_problem().map(str::to_owned),
+            },
+            None => NodeBoot { scenario: "not in the boot snapshot yet".into(), problem: None },
+        }
+    }
+}
+
 impl Summary {
-    /// The row of `record`; `scenario` is what `boot::decide` says, `drifted` the volume ids
-    /// of the last pass's drift.
-    pub(super) fn of(record: &NodeRecord, scenario: String, drifted: &HashSet<String>) -> Summary {
+    /// The row of `record`; `boot` is what the boot snapshot serves it, `drifted` the volume
+    /// ids of the last pass's drift.
+    pub(super) fn of(record: &NodeRecord, boot: NodeBoot, drifted: &HashSet<String>) -> Summary {
         let n = &record.node;
         Summary {
             uuid: n.uuid.clone(),
@@ -56,7 +82,8 @@ impl Summary {
                 .map(|s| s.as_str())
                 .or(n.target_power_state.map(|p| p.as_str())),
             maintenance: n.maintenance,
-            scenario,
+            scenario: boot.scenario,
+            boot_problem: boot.problem,
             last_error: n.last_error.clone(),
             error_line: n.last_error.as_deref().map(one_line),
             drift: record.volume_targets.iter().any(|t| drifted.contains(&t.volume_id)),
@@ -71,9 +98,13 @@ impl Summary {
         self.provision == ProvisionState::Error.as_str()
     }
 
-    /// Failed, in error, in maintenance or drifted.
+    /// Failed, in error, in maintenance, drifted, or it cannot boot its volume.
     fn problem(&self) -> bool {
-        self.failed() || self.error() || self.maintenance || self.drift
+        self.failed()
+            || self.error()
+            || self.maintenance
+            || self.drift
+            || self.boot_problem.is_some()
     }
 }
 
@@ -198,6 +229,13 @@ impl ListQuery {
         if s.name.to_lowercase().contains(&q) || s.uuid.contains(&q) {
             return true;
         }
+        // What the row says of its boot: "invalid", "not bootable", the problem's words.
+        let boot = |text: &str| text.to_lowercase().contains(&q);
+        if boot(&s.scenario)
+            || s.boot_problem.as_deref().is_some_and(|p| boot(p) || boot(NOT_BOOTABLE))
+        {
+            return true;
+        }
         if let Some(digits) = mac_digits(&q) {
             // Whole bytes only: "00:ab" must not match across a byte boundary.
             return s.macs.iter().any(|m| {
@@ -307,6 +345,9 @@ pub(super) fn page(rows: Vec<Summary>, query: &ListQuery) -> Page {
     Page { rows, first, last, total, all, page, pages }
 }
 
+/// The words a row shows before a boot problem (searching them finds every such node).
+pub(super) const NOT_BOOTABLE: &str = "not bootable";
+
 /// What needs attention, counted over every node.
 #[derive(Debug, Default, Clone, PartialEq, Eq, Serialize)]
 pub(super) struct Attention {
@@ -314,12 +355,21 @@ pub(super) struct Attention {
     pub error: usize,
     pub maintenance: usize,
     pub drift: usize,
+    /// Nodes that cannot boot their volume: served the default script, or would be once
+    /// deployed.
+    pub not_bootable: usize,
     pub unknown_macs: usize,
 }
 
 impl Attention {
     pub(super) fn any(&self) -> bool {
-        self.failed + self.error + self.maintenance + self.drift + self.unknown_macs > 0
+        self.failed
+            + self.error
+            + self.maintenance
+            + self.drift
+            + self.not_bootable
+            + self.unknown_macs
+            > 0
     }
 }
 
@@ -329,6 +379,7 @@ pub(super) fn attention(rows: &[Summary], unknown_macs: usize) -> Attention {
         error: rows.iter().filter(|s| s.error()).count(),
         maintenance: rows.iter().filter(|s| s.maintenance).count(),
         drift: rows.iter().filter(|s| s.drift).count(),
+        not_bootable: rows.iter().filter(|s| s.boot_problem.is_some()).count(),
         unknown_macs,
     }
 }
@@ -342,33 +393,6 @@ pub(super) struct Offer {
     pub label: &'static str,
     /// Whether the server asks for a confirmation naming the node first.
     pub confirm: bool,
-}
-
-/// Whether the action `target` of `form` needs the node's name as `confirm` (power off, reboot,
-/// soft power off, undeploy, rebuild, delete).
-pub(super) fn needs_confirmation(form: &str, target: &str) -> bool {
-    matches!(
-        (form, target),
-        ("power", "power off" | "rebooting" | "soft power off")
-            | ("provision", "deleted" | "undeploy" | "rebuild")
-            | ("delete", _)
-    )
-}
-
-fn verb_label(verb: Verb) -> &'static str {
-    match verb {
-        Verb::Manage => "Manage",
-        Verb::Provide => "Provide",
-        Verb::Deploy => "Deploy",
-        Verb::Undeploy => "Undeploy",
-        Verb::Rebuild => "Rebuild",
-        Verb::Inspect => "Inspect",
-        Verb::Clean => "Clean",
-        Verb::Abort => "Abort",
-        Verb::Adopt => "Adopt",
-        Verb::Rescue => "Rescue",
-        Verb::Unrescue => "Unrescue",
-    }
 }
 
 /// The actions that fit `record` now: none while an action runs (its target state is set);
@@ -395,7 +419,8 @@ pub(super) fn offers(record: &NodeRecord) -> Vec<Offer> {
         offers.push(offer("power", "rebooting", "Reboot"));
     }
     for verb in allowed(n.provision_state) {
-        offers.push(offer("provision", verb.target(), verb_label(verb)));
+        let label = super::actions::Action::Provision(verb).label();
+        offers.push(offer("provision", verb.target(), label));
     }
     if deletable(n.provision_state) {
         offers.push(offer("delete", "delete", "Delete node"));
@@ -403,18 +428,7 @@ pub(super) fn offers(record: &NodeRecord) -> Vec<Offer> {
     offers
 }
 
-/// What a started action is called: "Deploy started", "Power off started".
-pub(super) fn started(form: &str, target: &str) -> String {
-    let what = match (form, target) {
-        ("power", "power on") => "Power on",
-        ("power", "power off") => "Power off",
-        ("power", "rebooting") => "Reboot",
-        ("power", "soft power off") => "Soft power off",
-        ("provision", other) => other.parse::<Verb>().map_or("Action", verb_label),
-        _ => "Action",
-    };
-    format!("{what} started.")
-}
+pub(super) use super::actions::{needs_confirmation, started};
 
 /// The word the page shows for the last Cinder sync pass and its class: `failed`, `errors`
 /// (some volumes not checked), `drift` (checked, but some no longer match), `ok` only when
@@ -495,7 +509,8 @@ mod tests {
             provision: "active",
             heading_to: None,
             maintenance: false,
-            scenario: "san".into(),
+            scenario: "iscsi".into(),
+            boot_problem: None,
             last_error: None,
             error_line: None,
             drift: false,
@@ -514,6 +529,10 @@ mod tests {
         rows[252].maintenance = true;
         rows[253].drift = true;
         rows[254].power = None;
+        rows[255].scenario = "invalid".into();
+        rows[255].boot_problem = Some("volume target boot_index 0 has no target_iqn".into());
+        rows[256].scenario = "not-deployed".into();
+        rows[256].boot_problem = Some("capability iscsi_boot is true but no target".into());
         rows
     }
 
@@ -550,7 +569,7 @@ mod tests {
         assert_eq!((last.page, last.first, last.last), (10, 451, 500));
         let failed = page(rack(), &query(&[("state", "deploy failed")]));
         assert_eq!(failed.total, 1);
-        assert_eq!(page(rack(), &query(&[("problem", "1")])).total, 4);
+        assert_eq!(page(rack(), &query(&[("problem", "1")])).total, 6);
         assert_eq!(page(rack(), &query(&[("maintenance", "1")])).total, 1);
         assert_eq!(page(rack(), &query(&[("power", "unknown")])).total, 1);
         assert_eq!(page(rack(), &query(&[("drift", "1")])).rows[0].name, "node-253");
@@ -558,10 +577,22 @@ mod tests {
         let counts = attention(&rack(), 2);
         assert_eq!(
             counts,
-            Attention { failed: 1, error: 1, maintenance: 1, drift: 1, unknown_macs: 2 }
+            Attention {
+                failed: 1,
+                error: 1,
+                maintenance: 1,
+                drift: 1,
+                not_bootable: 2,
+                unknown_macs: 2
+            }
         );
         assert!(counts.any());
         assert!(!attention(&[row(1)], 0).any());
+        // The boot problems are found by their words, by "not bootable" and by scenario.
+        for q in ["not bootable", "target_iqn", "invalid"] {
+            assert!(page(rack(), &query(&[("q", q)])).total >= 1, "{q}");
+        }
+        assert_eq!(page(rack(), &query(&[("q", "not bootable")])).total, 2);
     }
 
     #[test]
@@ -628,7 +659,10 @@ mod tests {
             .filter(|o| o.confirm)
             .map(|o| o.label)
             .collect();
-        assert_eq!(confirmed, ["Power off", "Soft power off", "Reboot", "Undeploy", "Rebuild"]);
+        assert_eq!(
+            confirmed,
+            ["Power off", "Soft power off", "Reboot", "Undeploy", "Rebuild", "Rescue"]
+        );
         assert!(needs_confirmation("delete", "delete"));
         assert!(!needs_confirmation("power", "power on"));
         assert!(!needs_confirmation("provision", "active"));

@@ -1,22 +1,142 @@
 // The admin page in headless Chromium (Debian's `chromium`, driven by playwright-core), on a
 // rack of 500 nodes the test seeded (rack-000..rack-499, rack-321 deploy failed, rack-007 and
-// rack-008 in maintenance): log in, see what needs attention counted at the top and the list
-// paged ("1–50 of 500"), find rack-300 by its MAC typed as a switch prints it, see the boot
-// activity frame drawn, create a node with a port, an iqn connector and an iSCSI target, see
-// its script, edit the target (new portal, CHAP secret kept masked), add and delete a port (a
-// bad MAC is stopped by the browser, a taken one refused by the server with the typed value
-// kept beside the form), power the node on, manage, provide and deploy it, power it off
-// through the confirmation step, check that a form posted without its CSRF token is refused,
-// log out. Screenshots: the nodes list, the confirmation step, the node page. Run by
-// tests/it/admin.rs:
-//   node browser.js <base url> <user> <password> <screenshot folder>
+// rack-008 in maintenance, rack-100..rack-106 unable to boot their volume): log in, see what
+// needs attention counted at the top and the list paged ("1–50 of 500"), find rack-300 by its
+// MAC typed as a switch prints it, see the boot activity frame drawn, create a node with a
+// port, an iqn connector and an iSCSI target, see its script, edit the target (new portal, CHAP
+// secret kept masked), add and delete a port (a bad MAC is stopped by the browser, a taken one
+// refused by the server with the typed value kept beside the form), power the node on, manage,
+// provide and deploy it, then, at 1366×900 and again at 390×844 (`points`): the unbootable
+// nodes counted, searched and bannered (issue 24, 1), the rebuild confirmation naming rebuild
+// with the focus on its button (2), the node's boot requests with their results (3), a refused
+// create summed up at the top with the focus on its field and the BMC fields following the
+// driver (7), the skip links and nothing wider than the screen (8); power it off through the
+// confirmation step, check that a form posted without its CSRF token is refused, log out.
+// Screenshots: the nodes list, the node page, the confirmation, the refused form, each at both
+// sizes. Run by tests/it/admin.rs:
+//   node browser.js <base url> <user> <password> <screenshot folder> <boot url>
 const { chromium } = require('playwright-core');
 
-const [base, user, password, shots] = process.argv.slice(2);
-const screenshot = `${shots}/node-page.png`;
+const [base, user, password, shots, boot] = process.argv.slice(2);
+const screenshot = `${shots}/admin-node.png`;
 
 function check(condition, message) {
   if (!condition) throw new Error(message);
+}
+
+// The element that has the focus: its tag, name, id and text.
+async function focused(page) {
+  return page.evaluate(() => {
+    const e = document.activeElement;
+    return { tag: e.tagName, name: e.getAttribute('name'), id: e.id, text: (e.textContent || '').trim() };
+  });
+}
+
+// Whether the page is no wider than its viewport.
+async function fits(page, what) {
+  const width = page.viewportSize().width;
+  const wide = await page.evaluate(() => document.documentElement.scrollWidth);
+  check(wide <= width, `${what} is ${wide} px wide at ${width} px`);
+}
+
+// Whether `locator`'s box lies inside the viewport's width and is shown.
+async function inView(page, locator, what) {
+  const box = await locator.boundingBox();
+  check(box !== null, `${what} is not shown`);
+  check(box.x >= 0 && box.x + box.width <= page.viewportSize().width + 1, `${what} is off-screen: ${JSON.stringify(box)}`);
+  return box;
+}
+
+// Issue 24's points 1, 2, 3, 7 and 8 at the page's viewport (`tag`: desktop or phone), on the
+// deployed node at `node`; screenshots named for the size.
+async function points(page, tag, node) {
+  const suffix = tag === 'phone' ? '-phone' : '';
+  // 1. The unbootable nodes, as the snapshot serves them: counted at the top, found by their
+  // problem, the reason on the row, a banner on the node's page.
+  await page.goto(`${base}/admin/`);
+  await fits(page, `${tag}: the nodes list`);
+  const attention = await page.textContent('#attention');
+  check(attention.includes('7 not bootable'), `${tag}: attention: ${attention}`);
+  const first = page.locator('#node-list tbody tr').first();
+  for (const [n, what] of [[4, 'Power'], [5, 'Provision state'], [6, 'Scenario']]) {
+    await inView(page, first.locator(`td:nth-child(${n})`), `${tag}: the first row's ${what}`);
+  }
+  await page.screenshot({ path: `${shots}/admin-nodes-500${suffix}.png`, fullPage: false });
+  console.log(`${tag}: nodes list ${await page.evaluate(() => document.documentElement.scrollWidth)} px wide, ${await page.evaluate(() => document.documentElement.scrollHeight)} px high`);
+  await Promise.all([page.waitForURL(/q=not/), page.click('#attention a:has-text("not bootable")')]);
+  check((await page.textContent('#count')).includes('1–7 of 7'), `${tag}: not bootable: ${await page.textContent('#count')}`);
+  const row = page.locator('#node-list tr:has(a:text-is("rack-100"))');
+  const scenario = await row.locator('td.scenario').textContent();
+  check(scenario.startsWith('invalid') && scenario.includes('not bootable: volume target boot_index 0'), `${tag}: rack-100's row: ${scenario}`);
+  await inView(page, row.locator('td.scenario'), `${tag}: rack-100's scenario`);
+  await page.goto(`${base}/admin/?problem=1`);
+  check((await page.textContent('#count')).includes('1–10 of 10'), `${tag}: only problems: ${await page.textContent('#count')}`);
+  await page.goto(`${base}/admin/nodes/rack-100`);
+  const banner = await inView(page, page.locator('#boot-problem'), `${tag}: rack-100's banner`);
+  check(banner.y < 300, `${tag}: the banner is not at the top: y=${banner.y}`);
+  await fits(page, `${tag}: rack-100's page`);
+
+  // 8. The skip links: from load, three keys to "Next →" (not 114 Tabs).
+  await page.goto(`${base}/admin/`);
+  await page.keyboard.press('Tab');
+  check((await focused(page)).text === 'Skip to the nodes', `${tag}: first Tab: ${JSON.stringify(await focused(page))}`);
+  await page.keyboard.press('Tab');
+  check((await focused(page)).text === 'Skip to the pages', `${tag}: second Tab: ${JSON.stringify(await focused(page))}`);
+  await page.keyboard.press('Enter');
+  await page.keyboard.press('Tab');
+  check((await focused(page)).text === 'Next →', `${tag}: after the skip link: ${JSON.stringify(await focused(page))}`);
+
+  // 2. Rebuild asks as a rebuild, the focus on its button.
+  await page.goto(node);
+  await fits(page, `${tag}: the node page`);
+  // The desktop's node page is the whole page, taken after the deploy; the phone's, its top.
+  if (tag === 'phone') await page.screenshot({ path: `${shots}/admin-node-phone.png`, fullPage: false });
+  await Promise.all([page.waitForURL(`${base}/admin/nodes/*/provision`), page.click('button:text-is("Rebuild…")')]);
+  check((await page.textContent('h2')) === 'Rebuild browser-node?', `${tag}: confirmation: ${await page.textContent('h2')}`);
+  check((await page.textContent('#consequence')).includes('undeploys the node and deploys it again'), `${tag}: rebuild's words`);
+  check(!(await page.content()).includes('Undeploy browser-node'), `${tag}: rebuild confirmed as an undeploy`);
+  check((await focused(page)).id === 'confirm-button', `${tag}: focus: ${JSON.stringify(await focused(page))}`);
+  await inView(page, page.locator('#confirm-button'), `${tag}: the confirm button`);
+  await page.screenshot({ path: `${shots}/admin-confirm${suffix}.png`, fullPage: false });
+  await Promise.all([page.waitForURL(node), page.click('a:text-is("Cancel")')]);
+  check((await page.content()).includes('<th>Provision state</th><td>active</td>'), `${tag}: rebuilt without confirmation`);
+
+  // 3. The node's boot requests with their results; the activity frame says the same.
+  const result = await page.locator('#boots td.result').first().textContent();
+  check(result === 'served: iscsi', `${tag}: the boot request's result: ${result}`);
+  await page.goto(`${base}/admin/`);
+  const activity = page.frameLocator('iframe[src="/admin/activity"]');
+  const latest = await activity.locator('#latest').textContent();
+  check(latest.includes('unknown MAC') && latest.includes('served: iscsi'), `${tag}: activity: ${latest}`);
+
+  // 7. A refused create: summed up at the top, the focus on the field, the message once.
+  await page.click('#create > summary');
+  await page.fill('input[name=name]', `refused-${tag}`);
+  await page.fill('input[name=mac]', '52:54:00:10:01:2c');
+  await Promise.all([page.waitForNavigation(), page.click('button:text-is("Create")')]);
+  const summary = await page.textContent('#form-errors');
+  check(summary.includes('MAC address: port:'), `${tag}: summary: ${summary}`);
+  check((await page.locator('#form-errors a[href="#invalid-field"]').count()) === 1, `${tag}: no link to the field`);
+  const active = await focused(page);
+  check(active.name === 'mac', `${tag}: the focus is on ${JSON.stringify(active)}, not the MAC field`);
+  const field = await inView(page, page.locator('input[name=mac]'), `${tag}: the MAC field`);
+  check(field.y >= 0 && field.y < page.viewportSize().height, `${tag}: the MAC field is not in view: y=${field.y}`);
+  await page.screenshot({ path: `${shots}/admin-form-error${suffix}.png`, fullPage: false });
+  // The BMC fields follow the driver chosen, at once; none for fake.
+  const systemId = page.locator('#create label:has(input[name=bmc_system_id])');
+  await page.selectOption('#create select[name=driver]', 'redfish');
+  check(await systemId.isVisible(), `${tag}: no system id for redfish`);
+  await page.selectOption('#create select[name=driver]', 'ipmi');
+  check(!(await systemId.isVisible()), `${tag}: a system id for ipmi`);
+  check(await page.locator('#create .hint.for-ipmi').isVisible(), `${tag}: no IPMI hint`);
+  await page.selectOption('#create select[name=driver]', 'fake');
+  check(!(await page.locator('#create fieldset.bmc').isVisible()), `${tag}: BMC fields for fake`);
+  await page.goto(`${base}/admin/nodes/rack-200`);
+  await page.click('#edit-node > summary');
+  check(!(await page.locator('#edit-node fieldset.bmc').isVisible()), `${tag}: a fake node shows BMC fields`);
+  await page.selectOption('#edit-node select[name=driver]', 'redfish');
+  check(await page.locator('#edit-node fieldset.bmc').isVisible(), `${tag}: no BMC fields once redfish is chosen`);
+  console.log(`${tag}: points 1, 2, 3, 7, 8 ok`);
 }
 
 (async () => {
@@ -26,7 +146,7 @@ function check(condition, message) {
       '--disable-component-update', '--disable-sync', '--no-first-run'],
   });
   try {
-    const page = await browser.newPage({ viewport: { width: 1366, height: 900 } });
+    const page = await (await browser.newContext({ viewport: { width: 1366, height: 900 } })).newPage();
     page.setDefaultTimeout(15000);
     await page.goto(`${base}/admin/`);
     check(page.url().endsWith('/admin/login'), `not sent to the login page: ${page.url()}`);
@@ -41,7 +161,6 @@ function check(condition, message) {
     check(attention.includes('1 deploy failed') && attention.includes('2 in maintenance'), `attention: ${attention}`);
     const top = await page.locator('#attention').boundingBox();
     check(top.y < 300, `the attention counts are not at the top: y=${top.y}`);
-    await page.screenshot({ path: `${shots}/admin-nodes-500.png`, fullPage: false });
     console.log(`nodes list of 500 nodes: ${await page.evaluate(() => document.documentElement.scrollHeight)} px high`);
     // The failed node is one click away.
     await Promise.all([page.waitForURL(/state=deploy/), page.click('#attention a:has-text("deploy failed")')]);
@@ -151,11 +270,25 @@ function check(condition, message) {
     check(deployed.includes('******') && !deployed.includes('browser-chap-secret'), `CHAP not masked: ${deployed}`);
     await page.screenshot({ path: screenshot, fullPage: true });
 
+    // Boot requests, each with its result: the node's own script, and an unknown MAC.
+    for (const mac of ['52-54-00-ab-cd-ef', '52:54:00:99:00:01']) {
+      await fetch(`${boot}/boot/${mac}.ipxe`);
+    }
+    await points(page, 'desktop', node);
+    // A phone: its own context (the session's cookie carried over), 390×844, touch.
+    const phoneContext = await browser.newContext({
+      viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true,
+      storageState: await page.context().storageState(),
+    });
+    const phone = await phoneContext.newPage();
+    phone.setDefaultTimeout(15000);
+    await points(phone, 'phone', node);
+    await phoneContext.close();
+
     // Power off asks first, naming the node; nothing happens until confirmed.
     await page.goto(node);
     await Promise.all([page.waitForURL(`${base}/admin/nodes/*/power`), page.click('button:text-is("Power off…")')]);
     check((await page.textContent('h2')) === 'Power off browser-node?', `confirmation: ${await page.textContent('h2')}`);
-    await page.screenshot({ path: `${shots}/admin-confirm.png`, fullPage: false });
     await page.goto(node);
     check((await page.content()).includes('<th>Power</th><td>power on</td>'), 'powered off without confirmation');
     await page.click('button:text-is("Power off…")');

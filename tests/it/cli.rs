@@ -104,7 +104,7 @@ fn one_bad_node_fails_the_whole_file_and_changes_nothing() {
     std::fs::write(&bad, doc.to_string()).unwrap();
     let stderr = app.fails(&["apply", &file_str(&bad)]);
     assert!(stderr.contains("nothing was changed"), "{stderr}");
-    assert!(stderr.contains("node iscsi-multipath: volume_targets[0].volume target boot_index 0: volume target boot_index 0 (8b9a2a86-6a4a-4d5a-9c0e-2b6a0c1f0a01): portal \"2001:db8::6:3260\": write an IPv6 address in brackets")
+    assert!(stderr.contains("node iscsi-multipath: volume_targets[0].volume target boot_index 0 (8b9a2a86-6a4a-4d5a-9c0e-2b6a0c1f0a01): portal \"2001:db8::6:3260\": write an IPv6 address in brackets")
         || stderr.contains("node iscsi-multipath: volume_targets[0]"), "{stderr}");
     assert!(
         stderr.contains("node iscsi-uefi: properties.capabilities: capability iscsi_boot"),

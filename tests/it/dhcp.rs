@@ -372,6 +372,10 @@ fn proxy_dhcp_answers_netboot_clients_on_a_real_link() {
     assert!(count(r#"message="discover",arch="0",result="answered""#) >= 1, "{metrics}");
     // The node's page lists the offers among its recent boot requests.
     assert!(node_page.contains("<td>dhcp</td>"), "no DHCP entry on the node's page:\n{node_page}");
+    assert!(
+        node_page.contains("<td class=\"result\">offer</td>"),
+        "the offer's result on the node's page:\n{node_page}"
+    );
 }
 
 /// The threat review's starvation: from another host on the link, ~142 DISCOVERs a second from

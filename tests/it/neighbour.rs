@@ -415,6 +415,12 @@ fn a_forged_neighbour_entry_gets_no_secret_and_a_second_taker_is_caught() {
     let page = String::from_utf8_lossy(&page.stdout);
     assert!(page.contains("id=\"secret-conflict\""), "{page}");
     assert!(page.contains(&format!("{}.3", lan.prefix)), "the banner names the thief");
+    assert!(
+        page.contains(
+            "<td class=\"result\">refused: another host claims this node (secret conflict)</td>"
+        ),
+        "the refused request, with why, among the node's boot requests: {page}"
+    );
 
     // The window closes after 10 s. The attacker opens one with a boot sign (its forged
     // `/boot.ipxe`): the node's MAC still answers at the node's own address, so the forged

@@ -161,3 +161,51 @@ fn only_deployed_nodes_boot_from_their_volume() {
         }
     }
 }
+
+/// The snapshot keeps every node's verdict by UUID, ports or not, as its MACs get it: the
+/// scenario served, why a deployed node gets the default script, and why a node not deployed
+/// would once deployed (the admin page reads these, not a decision of its own).
+#[test]
+fn the_snapshot_keeps_each_nodes_scenario_and_problem() {
+    use bootvol_core::boot::{BootSnapshot, Templates};
+    use bootvol_core::model::ProvisionState;
+    use bootvol_core::recent::BootResult;
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path());
+    let db = scenario_db(&config);
+    let good = db.node_record("iscsi-chap").unwrap().unwrap();
+    let mut broken = good.clone();
+    broken.node.uuid = "44444444-4444-4444-8444-00000000b001".into();
+    broken.node.name = "broken".into();
+    broken.ports.clear();
+    for target in &mut broken.volume_targets {
+        target.properties.clear();
+    }
+    let mut waiting = broken.clone();
+    waiting.node.uuid = "44444444-4444-4444-8444-00000000b002".into();
+    waiting.node.provision_state = ProvisionState::Available;
+    let templates = Templates::new(None).unwrap();
+    let snapshot = BootSnapshot::build(
+        &[good.clone(), broken.clone(), waiting.clone()],
+        &templates,
+        &config.boot_settings(),
+        config.default.default_storage_interface,
+    )
+    .unwrap();
+    let served = snapshot.node(&good.node.uuid).unwrap();
+    assert_eq!((served.scenario, served.boot_problem()), ("iscsi", None));
+    assert_eq!(served.result(), BootResult::Served("iscsi"));
+    assert!(std::sync::Arc::ptr_eq(served, snapshot.script(good.ports[0].address).unwrap()));
+    let invalid = snapshot.node(&broken.node.uuid).expect("kept without a port");
+    assert_eq!(invalid.scenario, "invalid");
+    assert!(invalid.problem.as_deref().unwrap().contains("volume target boot_index 0"));
+    assert_eq!(invalid.result(), BootResult::DefaultScript("invalid"));
+    let later = snapshot.node(&waiting.node.uuid).unwrap();
+    assert_eq!((later.scenario, later.problem.as_deref()), ("not-deployed", None));
+    assert_eq!(
+        later.boot_problem(),
+        invalid.problem.as_deref(),
+        "the same decision, once deployed"
+    );
+    assert!(snapshot.node("no-such-node").is_none());
+}

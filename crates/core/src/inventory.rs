@@ -467,8 +467,14 @@ fn target_spec(value: &Value) -> Result<TargetSpec, String> {
             properties: props.clone(),
             extra: JsonMap::new(),
         };
-        check_target_properties(&target)
-            .map_err(|e| format!("volume target boot_index {boot_index}: {e}"))?;
+        // Said once: the SAN checks already name the target.
+        check_target_properties(&target).map_err(|e| {
+            if e.starts_with("volume target ") {
+                e
+            } else {
+                format!("volume target boot_index {boot_index}: {e}")
+            }
+        })?;
     }
     Ok(spec)
 }

@@ -1,4 +1,5 @@
-//! The recent boot requests (HTTP and TFTP script hits, ProxyDHCP replies), for the admin page:
+//! The recent boot requests (HTTP and TFTP script hits, ProxyDHCP replies) with their result
+//! ([`BootResult`]: served, default script, refused and why, unknown MAC), for the admin page:
 //! a bounded ring in memory, fed by `http::boot`, `tftp_files` and `dhcp`, read by `admin`. For
 //! people only: nothing here authorises a script.
 //!
@@ -26,10 +27,59 @@ pub struct BootHit {
     pub mac: Option<MacAddr>,
     /// The node that MAC belongs to; none for an unknown MAC.
     pub node: Option<String>,
-    /// What was served: `generic`, `default`, `script`, `unknown`, or `refused` (a script with a
-    /// secret asked for by a client that is not its node: it got what `unknown` gets); for
-    /// `dhcp`, `offer` (a node's port was answered) or `unknown`.
-    pub what: &'static str,
+    /// What the request got.
+    pub result: BootResult,
+}
+
+/// What a boot request got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BootResult {
+    /// The generic `boot.ipxe`.
+    Generic,
+    /// The default script, asked for by its name (`default.ipxe`).
+    DefaultAsked,
+    /// The node's own script, of this scenario (`iscsi`, `nfs-root`, `none`...).
+    Served(&'static str),
+    /// A known node got the default script (the snapshot's scenario: `not-deployed`, or
+    /// `invalid` when its volume does not validate).
+    DefaultScript(&'static str),
+    /// A script with a secret refused to this client, and why: it got what an unknown MAC gets.
+    Refused(&'static str),
+    /// A MAC that is no node's port.
+    UnknownMac,
+    /// The ProxyDHCP answered a node's port.
+    Offer,
+}
+
+impl BootResult {
+    /// The result in a word or two, for the admin page: `served`, `default script`, `refused`,
+    /// `unknown MAC`, `generic`, `default`, `offer`.
+    pub fn word(self) -> &'static str {
+        match self {
+            BootResult::Generic => "generic",
+            BootResult::DefaultAsked => "default",
+            BootResult::Served(_) => "served",
+            BootResult::DefaultScript(_) => "default script",
+            BootResult::Refused(_) => "refused",
+            BootResult::UnknownMac => "unknown MAC",
+            BootResult::Offer => "offer",
+        }
+    }
+
+    /// What goes with the word: the scenario served, or why a script was refused.
+    pub fn detail(self) -> Option<&'static str> {
+        match self {
+            BootResult::Served(s) | BootResult::DefaultScript(s) | BootResult::Refused(s) => {
+                Some(s)
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether this was not what the node should get (a refusal, or the default script).
+    pub fn failed(self) -> bool {
+        matches!(self, BootResult::Refused(_) | BootResult::DefaultScript("invalid"))
+    }
 }
 
 /// The ring of recent hits.
@@ -52,9 +102,9 @@ impl RecentBoots {
         client: IpAddr,
         mac: Option<MacAddr>,
         node: Option<&str>,
-        what: &'static str,
+        result: BootResult,
     ) {
-        let hit = BootHit { at: now(), via, client, mac, node: node.map(str::to_owned), what };
+        let hit = BootHit { at: now(), via, client, mac, node: node.map(str::to_owned), result };
         let mut hits = self.hits.lock().unwrap_or_else(|p| p.into_inner());
         if hits.len() >= CAPACITY {
             hits.pop_front();
@@ -78,12 +128,15 @@ mod tests {
         let ring = RecentBoots::default();
         let client: IpAddr = "192.0.2.1".parse().unwrap();
         for _ in 0..CAPACITY + 3 {
-            ring.record("http", client, None, None, "generic");
+            ring.record("http", client, None, None, BootResult::Generic);
         }
-        ring.record("tftp", client, None, Some("n"), "script");
+        ring.record("tftp", client, None, Some("n"), BootResult::Refused("outside a boot window"));
         let hits = ring.newest_first();
         assert_eq!(hits.len(), CAPACITY);
         assert_eq!(hits[0].via, "tftp");
         assert_eq!(hits[0].node.as_deref(), Some("n"));
+        assert_eq!(hits[0].result.word(), "refused");
+        assert_eq!(hits[0].result.detail(), Some("outside a boot window"));
+        assert!(hits[0].result.failed() && !hits[1].result.failed());
     }
 }

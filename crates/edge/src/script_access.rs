@@ -46,6 +46,18 @@ pub const DEPLOY_REFUSED_EVENT: &str = "baremetal.node.deploy_refused";
 /// The event of a conflict: two clients claim one node.
 pub const CONFLICT_EVENT: &str = "baremetal.node.secret_conflict";
 
+/// Why a script was refused: the node's boot window is closed.
+pub const OUTSIDE_WINDOW: &str = "outside a boot window";
+
+/// Why a script was refused: the neighbour table does not name one of the node's MACs.
+pub const NOT_THE_NODE: &str = "not the node (neighbour table)";
+
+/// Why a script was refused: another host already claimed the node in this window.
+pub const CONFLICT: &str = "another host claims this node (secret conflict)";
+
+/// Why a script was refused: it carries a secret but names no node.
+const NO_NODE: &str = "no node";
+
 /// At most one report per client address per this long.
 pub const REPORT_EVERY: Duration = Duration::from_secs(60);
 
@@ -103,32 +115,32 @@ impl ScriptAccess {
         self.mode
     }
 
-    /// Whether `script` (asked for as `requested`) may go to `client`; a refusal or a conflict
-    /// is reported. `via`: `http` or `tftp`. In steps: the node's boot window is open
-    /// (`window_open`, no look-up outside it), the neighbour entry names one of the node's MACs,
-    /// the window admits this client (`admission`), and the outcome is reported (`outcome`).
+    /// Whether `script` (asked for as `requested`) may go to `client`: `Err` says why not (for
+    /// the admin page's boot requests); a refusal or a conflict is reported. `via`: `http` or
+    /// `tftp`. In steps: the node's boot window is open (`window_open`, no look-up outside it),
+    /// the neighbour entry names one of the node's MACs, the window admits this client
+    /// (`admission`), and the outcome is reported (`outcome`).
     pub async fn allows(
         &self,
         script: &ServedScript,
         requested: MacAddr,
         client: IpAddr,
         via: &'static str,
-    ) -> bool {
+    ) -> Result<(), &'static str> {
         if !script.secret || self.mode == ScriptSecrets::Any {
-            return true;
+            return Ok(());
         }
         // A dual-stack listener's IPv4 clients, as IPv4 in the log, the event and the limiter.
         let client = client.to_canonical();
-        let Some(uuid) = script.node_uuid.as_deref() else { return false };
+        let Some(uuid) = script.node_uuid.as_deref() else { return Err(NO_NODE) };
         if !self.window_open(script, uuid) {
-            self.refused(script, requested, client, None, via, "outside a boot window");
-            return false;
+            self.refused(script, requested, client, None, via, OUTSIDE_WINDOW);
+            return Err(OUTSIDE_WINDOW);
         }
         let client_mac = self.neighbours.resolve(client, neighbour::RESOLVE_WAIT).await;
         let Some(mac) = client_mac.filter(|mac| script.node_macs.contains(mac)) else {
-            let why = "not the node (neighbour table)";
-            self.refused(script, requested, client, client_mac, via, why);
-            return false;
+            self.refused(script, requested, client, client_mac, via, NOT_THE_NODE);
+            return Err(NOT_THE_NODE);
         };
         let me = Client { address: client, mac };
         let admission = self.admission(script, uuid, me).await;
@@ -165,18 +177,17 @@ impl ScriptAccess {
         me: Client,
         admission: Admission,
         via: &'static str,
-    ) -> bool {
+    ) -> Result<(), &'static str> {
         match admission {
-            Admission::Serve => true,
+            Admission::Serve => Ok(()),
             Admission::Closed | Admission::Probe { .. } => {
-                let why = "outside a boot window";
-                self.refused(script, requested, me.address, Some(me.mac), via, why);
-                false
+                self.refused(script, requested, me.address, Some(me.mac), via, OUTSIDE_WINDOW);
+                Err(OUTSIDE_WINDOW)
             }
             Admission::Conflict(conflict) => {
                 let (uuid, node) = (script.node_uuid.as_deref(), script.node.as_deref());
                 self.conflict(uuid, node, me, &conflict, via);
-                false
+                Err(CONFLICT)
             }
         }
     }

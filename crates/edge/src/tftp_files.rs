@@ -21,6 +21,7 @@ use crate::script_access::ScriptAccess;
 use bootvol_core::boot::BootSnapshot;
 use bootvol_core::files::{FileError, FileRoot, check_name};
 use bootvol_core::model::MacAddr;
+use bootvol_core::recent::BootResult;
 use bootvol_runtime::logging::Peer;
 use bootvol_runtime::metrics::{FileClass, Metrics, ScriptKind, TftpResult, Transport};
 
@@ -84,13 +85,13 @@ impl TftpBootFiles {
         let snapshot = self.snapshot.load_full();
         if name == "boot.ipxe" {
             tracing::info!(peer = %Peer(peer), file = name, "tftp: generic boot script");
-            self.recent.record("tftp", peer.ip(), None, None, "generic");
+            self.recent.record("tftp", peer.ip(), None, None, BootResult::Generic);
             self.metrics.script(ScriptKind::Generic, Transport::Tftp);
             return Some(Ok(snapshot.generic_script().clone()));
         }
         if name == "default.ipxe" || name == "boot/default.ipxe" {
             tracing::info!(peer = %Peer(peer), file = name, scenario = "default", "tftp: boot script");
-            self.recent.record("tftp", peer.ip(), None, None, "default");
+            self.recent.record("tftp", peer.ip(), None, None, BootResult::DefaultAsked);
             self.metrics.script(ScriptKind::Default, Transport::Tftp);
             return Some(Ok(snapshot.default_script().text.clone()));
         }
@@ -98,21 +99,33 @@ impl TftpBootFiles {
         let Ok(mac) = stem.parse::<MacAddr>() else {
             return Some(Err(TftpError::NotFound));
         };
-        Some(match snapshot.script(mac) {
-            Some(script) if !self.access.allows(script, mac, peer.ip(), "tftp").await => {
-                self.recent.record("tftp", peer.ip(), Some(mac), script.node.as_deref(), "refused");
+        let script = snapshot.script(mac);
+        let refused = match script {
+            Some(script) => self.access.allows(script, mac, peer.ip(), "tftp").await.err(),
+            None => None,
+        };
+        Some(match (script, refused) {
+            (Some(script), Some(why)) => {
+                let why = BootResult::Refused(why);
+                self.recent.record("tftp", peer.ip(), Some(mac), script.node.as_deref(), why);
                 self.metrics.script(ScriptKind::Refused, Transport::Tftp);
                 Err(TftpError::NotFound)
             }
-            Some(script) => {
+            (Some(script), None) => {
                 tracing::info!(peer = %Peer(peer), %mac, node = script.node.as_deref().unwrap_or("-"), scenario = script.scenario, "tftp: boot script");
-                self.recent.record("tftp", peer.ip(), Some(mac), script.node.as_deref(), "script");
+                self.recent.record(
+                    "tftp",
+                    peer.ip(),
+                    Some(mac),
+                    script.node.as_deref(),
+                    script.result(),
+                );
                 self.metrics.script(ScriptKind::Node, Transport::Tftp);
                 Ok(script.text.clone())
             }
-            None => {
+            (None, _) => {
                 tracing::info!(peer = %Peer(peer), %mac, scenario = "unknown", "tftp: boot script for an unknown MAC");
-                self.recent.record("tftp", peer.ip(), Some(mac), None, "unknown");
+                self.recent.record("tftp", peer.ip(), Some(mac), None, BootResult::UnknownMac);
                 self.metrics.script(ScriptKind::Unknown, Transport::Tftp);
                 Err(TftpError::NotFound)
             }

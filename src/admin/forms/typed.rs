@@ -1,6 +1,6 @@
 //! What a refused admin form had in it, to show it again ([`Typed`]): its fields as typed,
-//! secrets left out, and JSON fields with their secrets masked even when they do not parse.
-//! A part of `forms`.
+//! secrets left out, JSON fields with their secrets masked even when they do not parse, and the
+//! field the refusal is about (for the focus and the summary's link). A part of `forms`.
 
 use super::*;
 
@@ -90,4 +90,47 @@ fn mask_unparsed(text: &str) -> String {
         i += 1;
     }
     out
+}
+
+/// The create form's field a refusal is about: `kind` is what was refused (`node`, `port`,
+/// `volume connector`, `volume target`), `message` why.
+pub(super) fn create_field(kind: &str, message: &str) -> &'static str {
+    let m = message.to_lowercase();
+    match kind {
+        "port" => "mac",
+        "volume connector" => "connector_iqn",
+        "volume target" if m.contains("portal") => "target_portal",
+        "volume target" if m.contains("lun") => "target_lun",
+        "volume target" if m.contains("auth") || m.contains("chap") => "auth_username",
+        "volume target" if m.contains("iqn") => "target_iqn",
+        "volume target" => "volume_id",
+        _ if m.contains("password") => "bmc_password",
+        _ if m.contains("redfish_") || m.contains("ipmi_") || m.contains("driver_info") => {
+            "bmc_address"
+        }
+        _ if m.contains("capabilit") => "capabilities",
+        _ if m.contains("storage_interface") => "storage_interface",
+        _ if m.contains("driver") => "driver",
+        _ => "name",
+    }
+}
+
+/// The field of a node page's form (`edit-node`, `add-ports`, `targets-<uuid>`...) that a
+/// refusal is about, for the focus and the summary's link: the one it names, else the form's
+/// first.
+pub(in crate::admin) fn field_of(form: &str, message: &str) -> &'static str {
+    let m = message.to_lowercase();
+    match form.split_once('-').map_or(form, |(_, kind)| kind) {
+        "node" => create_field("node", message),
+        "ports" => "address",
+        "connectors" if m.contains("type") && !m.contains("connector_id") => "type",
+        "connectors" => "connector_id",
+        "targets" if m.contains("boot_index") && !m.contains("volume target boot_index") => {
+            "boot_index"
+        }
+        "targets" if m.contains("volume_id") => "volume_id",
+        "targets" if m.contains("volume_type") => "volume_type",
+        "targets" => "properties",
+        _ => "name",
+    }
 }

@@ -70,6 +70,16 @@ impl Conductor {
         ])
     }
 
+    /// The power interface's verdict alone (what [`Conductor::validate`] says of `power`): the
+    /// node's `driver_info` as its driver reads it (the BMC address first). For a form that
+    /// saves BMC fields, so that it refuses what validation would.
+    pub fn validate_power(&self, node: &bootvol_core::model::Node) -> Result<(), String> {
+        if node.driver == Driver::FakeHardware {
+            return Ok(());
+        }
+        self.driver(node.driver).validate(node).map_err(|e| e.to_string())
+    }
+
     /// The boot interface's verdict: the scenario, and for an NFS root its kernel and ramdisk.
     fn boot_check(
         &self,

@@ -26,6 +26,10 @@ pub struct BootScript {
     pub scenario: &'static str,
     /// Why the default script was served to a known node, if it was.
     pub problem: Option<String>,
+    /// A node not deployed (so served the default script by design): why it could not boot its
+    /// volume once deployed, by the same decision and context a deployed node's script is made
+    /// from; `None` when it could (or when deployed: then `problem` says).
+    pub problem_once_deployed: Option<String>,
     /// Whether the text carries a secret (CHAP, mutual CHAP, or any value masked in `export`):
     /// the boot listeners then serve it only to the node itself.
     pub secret: bool,
@@ -53,7 +57,14 @@ pub fn script_for(
         // Scenario 4: the deploy ramdisk writes the image, then calls back.
         ProvisionState::WaitCallBack => BootContext::deploy(record, settings)
             .map(|c| (Scenario::Hba { force_deployment: true }, c)),
-        _ => return default_script(templates, Some(record), "not-deployed", None),
+        _ => {
+            let mut script = default_script(templates, Some(record), "not-deployed", None);
+            script.problem_once_deployed = decide(record, default_storage)
+                .and_then(|scenario| BootContext::new(record, scenario, settings))
+                .err()
+                .map(|e| e.0);
+            return script;
+        }
     };
     let (scenario, context) = match planned {
         Ok(planned) => planned,
@@ -66,6 +77,7 @@ pub fn script_for(
             node: Some(record.node.name.clone()),
             scenario: scenario.name(),
             problem: None,
+            problem_once_deployed: None,
         },
         Err(e) => default_script(templates, Some(record), "invalid", Some(e.to_string())),
     }
@@ -81,7 +93,14 @@ fn default_script(
     // The default template prints only a validated node name; should an override template
     // fail anyway, fall back to the one line that always works.
     let text = templates.render(&context).unwrap_or_else(|_| "#!ipxe\nexit\n".to_owned());
-    BootScript { text, node: record.map(|r| r.node.name.clone()), scenario, problem, secret: false }
+    BootScript {
+        text,
+        node: record.map(|r| r.node.name.clone()),
+        scenario,
+        problem,
+        problem_once_deployed: None,
+        secret: false,
+    }
 }
 
 /// Whether a rendered script carries a secret: CHAP credentials by construction, or (for what

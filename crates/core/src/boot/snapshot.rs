@@ -4,6 +4,10 @@
 //! so answering a boot request is a hash lookup and a reference-counted copy: no SQL, no
 //! rendering, no lock. Pure: records in, snapshot out. Who builds it and when is `app`'s job.
 //!
+//! Each node's script is also kept by its UUID, with the scenario served and the problem (why
+//! it gets the default script, or would once deployed), so that the admin page shows the one
+//! decision the listeners serve ([`BootSnapshot::node`]), ports or not.
+//!
 //! Each script records whether it carries a secret and the MACs of every port of its node, so
 //! that the listeners can serve it only to that node (a node with two NICs may fetch net1's
 //! script over net0); who the client is, the neighbour table says (`neighbour`), not this.
@@ -27,6 +31,8 @@ pub struct ServedScript {
     pub scenario: &'static str,
     /// Why a known node gets the default script, if it does.
     pub problem: Option<String>,
+    /// A node not deployed: why it could not boot its volume once deployed, if it could not.
+    pub problem_once_deployed: Option<String>,
     /// The node's UUID (for events).
     pub node_uuid: Option<String>,
     /// Whether the text carries a secret: then only the node itself gets it.
@@ -47,12 +53,30 @@ impl ServedScript {
     pub fn served_to(&self, client_mac: Option<MacAddr>) -> bool {
         !self.secret || client_mac.is_some_and(|mac| self.node_macs.contains(&mac))
     }
+
+    /// Why the node cannot boot its volume: it gets the default script (deployed), or would
+    /// once deployed; `None` when it can.
+    pub fn boot_problem(&self) -> Option<&str> {
+        self.problem.as_deref().or(self.problem_once_deployed.as_deref())
+    }
+
+    /// What a request that gets this script got: the node's own script, or the default one.
+    pub fn result(&self) -> crate::recent::BootResult {
+        match self.scenario {
+            "not-deployed" | "invalid" | "unknown" => {
+                crate::recent::BootResult::DefaultScript(self.scenario)
+            }
+            scenario => crate::recent::BootResult::Served(scenario),
+        }
+    }
 }
 
 /// Every script, by MAC, plus the generic and default scripts.
 #[derive(Debug, Clone)]
 pub struct BootSnapshot {
     by_mac: HashMap<MacAddr, Arc<ServedScript>>,
+    /// Every node's script by its UUID (ports or not).
+    by_node: HashMap<String, Arc<ServedScript>>,
     default: Arc<ServedScript>,
     generic: Bytes,
     nodes: usize,
@@ -69,6 +93,7 @@ pub struct SnapshotBuilder<'a> {
     default_storage: StorageInterfaceName,
     default: Arc<ServedScript>,
     by_mac: HashMap<MacAddr, Arc<ServedScript>>,
+    by_node: HashMap<String, Arc<ServedScript>>,
     nodes: usize,
     nodes_by_state: Vec<usize>,
 }
@@ -88,6 +113,7 @@ impl<'a> SnapshotBuilder<'a> {
             default_storage,
             default,
             by_mac: HashMap::with_capacity(nodes),
+            by_node: HashMap::with_capacity(nodes),
             nodes: 0,
             nodes_by_state: vec![0; ProvisionState::ALL.len()],
         }
@@ -102,6 +128,7 @@ impl<'a> SnapshotBuilder<'a> {
         for port in &record.ports {
             self.by_mac.insert(port.address, Arc::clone(&script));
         }
+        self.by_node.insert(record.node.uuid.clone(), script);
         self.nodes += 1;
         if let Some(i) = ProvisionState::ALL.iter().position(|s| *s == record.node.provision_state)
         {
@@ -117,8 +144,10 @@ impl<'a> SnapshotBuilder<'a> {
             GENERIC_SCRIPT_NICS,
         )?);
         self.by_mac.shrink_to_fit();
+        self.by_node.shrink_to_fit();
         Ok(BootSnapshot {
             by_mac: self.by_mac,
+            by_node: self.by_node,
             default: self.default,
             generic,
             nodes: self.nodes,
@@ -136,6 +165,7 @@ fn served(script: super::BootScript, record: Option<&NodeRecord>) -> Arc<ServedS
         node: script.node,
         scenario: script.scenario,
         problem: script.problem,
+        problem_once_deployed: script.problem_once_deployed,
         node_uuid: record.map(|r| r.node.uuid.clone()),
         secret: script.secret,
         node_macs: record.map(|r| r.ports.iter().map(|p| p.address).collect()).unwrap_or_default(),
@@ -166,6 +196,12 @@ impl BootSnapshot {
     /// The script of a known MAC.
     pub fn script(&self, mac: MacAddr) -> Option<&Arc<ServedScript>> {
         self.by_mac.get(&mac)
+    }
+
+    /// The script of the node with this UUID, as its ports get it (for the admin page: the
+    /// scenario served and the problem, ports or not).
+    pub fn node(&self, uuid: &str) -> Option<&Arc<ServedScript>> {
+        self.by_node.get(uuid)
     }
 
     /// The script for unknown machines.

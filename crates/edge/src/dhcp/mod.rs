@@ -30,7 +30,7 @@ use tokio_util::task::TaskTracker;
 use bootvol_core::boot::BootSnapshot;
 use bootvol_core::config::{Config, DhcpAnswer, DhcpMode};
 use bootvol_core::model::MacAddr;
-use bootvol_core::recent::RecentBoots;
+use bootvol_core::recent::{BootResult, RecentBoots};
 use bootvol_runtime::metrics::{DhcpMessage, DhcpResult, Metrics};
 use packet::Packet;
 use proxy::{Decision, Destination, Facts, Port, RateLimit, Settings};
@@ -321,7 +321,7 @@ fn answered(
     if let Some(uuid) = node_uuid {
         shared.access.sign(uuid, "dhcp");
     }
-    let outcome = if node.is_some() { "offer" } else { "unknown" };
+    let outcome = if node.is_some() { BootResult::Offer } else { BootResult::UnknownMac };
     shared.recent.record("dhcp", client, Some(mac), node, outcome);
 }
 

@@ -8,6 +8,7 @@ use bytes::Bytes;
 
 use super::BootState;
 use bootvol_core::model::MacAddr;
+use bootvol_core::recent::BootResult;
 use bootvol_runtime::logging::Peer;
 use bootvol_runtime::metrics::{ScriptKind, Transport};
 
@@ -28,7 +29,7 @@ pub(super) fn generic(state: &BootState, client: SocketAddr) -> Response {
         "http",
     );
     tracing::info!(client = %Peer(client), path = "/boot.ipxe", "generic boot script");
-    state.recent.record("http", client.ip(), None, None, "generic");
+    state.recent.record("http", client.ip(), None, None, BootResult::Generic);
     state.metrics.script(ScriptKind::Generic, Transport::Http);
     script_response(StatusCode::OK, snapshot.generic_script().clone())
 }
@@ -43,7 +44,7 @@ pub(super) async fn per_mac(state: &BootState, client: SocketAddr, file: &str) -
     };
     if stem == "default" {
         tracing::info!(client = %Peer(client), mac = "-", node = "-", scenario = "default", "boot script");
-        state.recent.record("http", client.ip(), None, None, "default");
+        state.recent.record("http", client.ip(), None, None, BootResult::DefaultAsked);
         state.metrics.script(ScriptKind::Default, Transport::Http);
         return script_response(StatusCode::OK, snapshot.default_script().text.clone());
     }
@@ -51,15 +52,22 @@ pub(super) async fn per_mac(state: &BootState, client: SocketAddr, file: &str) -
         Ok(mac) => mac,
         Err(_) => return (StatusCode::BAD_REQUEST, "not a MAC address\n").into_response(),
     };
-    match snapshot.script(mac) {
-        Some(script) if !state.access.allows(script, mac, client.ip(), "http").await => {
-            state.recent.record("http", client.ip(), Some(mac), script.node.as_deref(), "refused");
+    let script = snapshot.script(mac);
+    let refused = match script {
+        Some(script) => state.access.allows(script, mac, client.ip(), "http").await.err(),
+        None => None,
+    };
+    match (script, refused) {
+        (Some(script), Some(why)) => {
+            let why = BootResult::Refused(why);
+            state.recent.record("http", client.ip(), Some(mac), script.node.as_deref(), why);
             state.metrics.script(ScriptKind::Refused, Transport::Http);
             script_response(StatusCode::NOT_FOUND, snapshot.default_script().text.clone())
         }
-        Some(script) => {
+        (Some(script), None) => {
             let node = script.node.as_deref().unwrap_or("-");
-            state.recent.record("http", client.ip(), Some(mac), script.node.as_deref(), "script");
+            let result = script.result();
+            state.recent.record("http", client.ip(), Some(mac), script.node.as_deref(), result);
             state.metrics.script(ScriptKind::Node, Transport::Http);
             match &script.problem {
                 None => {
@@ -71,9 +79,9 @@ pub(super) async fn per_mac(state: &BootState, client: SocketAddr, file: &str) -
             }
             script_response(StatusCode::OK, script.text.clone())
         }
-        None => {
+        (None, _) => {
             tracing::info!(client = %Peer(client), %mac, node = "-", scenario = "unknown", "boot script: unknown MAC");
-            state.recent.record("http", client.ip(), Some(mac), None, "unknown");
+            state.recent.record("http", client.ip(), Some(mac), None, BootResult::UnknownMac);
             state.metrics.script(ScriptKind::Unknown, Transport::Http);
             script_response(StatusCode::NOT_FOUND, snapshot.default_script().text.clone())
         }
