@@ -77,7 +77,8 @@ pub enum NoPlan {
     Invalid(String),
 }
 
-const FABRIC: &str = "not probeable from the appliance (the fabric is reached by the node's HBA or FCoE NIC, not by this box)";
+const FABRIC: &str =
+    "the appliance cannot reach it (the node's HBA or FCoE NIC reaches the fabric, not this box)";
 
 /// The targets of a node's boot, boot volume first.
 pub fn targets(
@@ -148,6 +149,10 @@ pub fn targets(
             } else {
                 TargetKind::NotProbeable { what: "fcoe", why: FABRIC }
             };
+            // One line per volume for its FCoE paths: none of them can be probed.
+            if out.iter().any(|t: &Target| t.volume == volume.volume_id && t.kind == kind) {
+                continue;
+            }
             out.push(Target { volume: volume.volume_id.clone(), kind });
         }
         out.extend(
