@@ -590,7 +590,8 @@ fn probe(config: Config, node: Option<String>, live: bool, out: &mut dyn Write) 
     let selection = node.map_or(Selection::All, Selection::Node);
     let probes = runtime()?.block_on(async {
         let db = bootvol_db::SharedDb::new(open_db(&config)?);
-        let conductor = bootvol_control::conductor::Conductor::from_config(std::sync::Arc::new(config), db)?;
+        let conductor =
+            bootvol_control::conductor::Conductor::from_config(std::sync::Arc::new(config), db)?;
         anyhow::Ok(run(&conductor, selection, live).await?)
     })?;
     for probe in &probes {

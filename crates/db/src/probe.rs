@@ -8,11 +8,8 @@ use super::{Db, DbError};
 
 fn report_from_row(row: &Row) -> Result<Report, DbError> {
     let uuid: String = row.get(0)?;
-    let corrupt = |message: String| DbError::Corrupt {
-        table: "probe_results",
-        key: uuid.clone(),
-        message,
-    };
+    let corrupt =
+        |message: String| DbError::Corrupt { table: "probe_results", key: uuid.clone(), message };
     let status: String = row.get(2)?;
     let lines: String = row.get(4)?;
     Ok(Report {

@@ -19,11 +19,16 @@ use bootvol_core::probe::aoe::{self, Address, Response};
 use bootvol_core::probe::{Status, size_text};
 
 /// What the probe of `address` on `interface` found: a status and its line.
-pub(super) async fn probe(interface: &str, address: Address, timeout: Duration) -> (Status, String) {
+pub(super) async fn probe(
+    interface: &str,
+    address: Address,
+    timeout: Duration,
+) -> (Status, String) {
     if interface.is_empty() {
         return (
             Status::Failed,
-            "no [probe] aoe_interface configured: the interface of the AoE network is needed".into(),
+            "no [probe] aoe_interface configured: the interface of the AoE network is needed"
+                .into(),
         );
     }
     let interface = interface.to_owned();
@@ -48,8 +53,9 @@ fn link_of(interface: &str) -> Result<LinkAddr, String> {
 fn open(interface: &str) -> Result<(OwnedFd, [u8; 6]), String> {
     let link = link_of(interface)?;
     let mac = link.addr().unwrap_or([0; 6]);
-    let fd = socket(AddressFamily::Packet, SockType::Raw, SockFlag::SOCK_CLOEXEC, SockProtocol::EthAll)
-        .map_err(|e| format!("raw socket on {interface} (needs CAP_NET_RAW): {e}"))?;
+    let fd =
+        socket(AddressFamily::Packet, SockType::Raw, SockFlag::SOCK_CLOEXEC, SockProtocol::EthAll)
+            .map_err(|e| format!("raw socket on {interface} (needs CAP_NET_RAW): {e}"))?;
     bind(fd.as_raw_fd(), &link).map_err(|e| format!("binding to {interface}: {e}"))?;
     setsockopt(&fd, sockopt::ReceiveTimeout, &nix::sys::time::TimeVal::new(0, 100_000))
         .map_err(|e| format!("socket timeout: {e}"))?;
@@ -94,11 +100,17 @@ fn probe_blocking(
         None => {
             return Ok((
                 Status::Failed,
-                format!("{name} absent: no answer to Query Config on {interface} within {}s", timeout.as_secs()),
+                format!(
+                    "{name} absent: no answer to Query Config on {interface} within {}s",
+                    timeout.as_secs()
+                ),
             ));
         }
         Some(Response::Error { code, .. }) => {
-            return Ok((Status::Failed, format!("{name}: AoE error {code}: {}", aoe::error_text(code))));
+            return Ok((
+                Status::Failed,
+                format!("{name}: AoE error {code}: {}", aoe::error_text(code)),
+            ));
         }
         Some(Response::Config { from, .. } | Response::Identify { from, .. }) => from,
     };
@@ -107,15 +119,27 @@ fn probe_blocking(
     match exchange(&fd, &aoe::identify(from, mac, address, tag), deadline, ours)? {
         Some(Response::Identify { sectors, .. }) => Ok((
             Status::Ok,
-            format!("{name} present at {}, {}", mac_text(from), size_text(sectors.saturating_mul(512))),
+            format!(
+                "{name} present at {}, {}",
+                mac_text(from),
+                size_text(sectors.saturating_mul(512))
+            ),
         )),
         Some(Response::Error { code, .. }) => Ok((
             Status::Failed,
-            format!("{name} present at {} but IDENTIFY failed: AoE error {code}: {}", mac_text(from), aoe::error_text(code)),
+            format!(
+                "{name} present at {} but IDENTIFY failed: AoE error {code}: {}",
+                mac_text(from),
+                aoe::error_text(code)
+            ),
         )),
         _ => Ok((
             Status::Failed,
-            format!("{name} answered Query Config from {} but not IDENTIFY within {}s", mac_text(from), timeout.as_secs()),
+            format!(
+                "{name} answered Query Config from {} but not IDENTIFY within {}s",
+                mac_text(from),
+                timeout.as_secs()
+            ),
         )),
     }
 }

@@ -20,7 +20,8 @@ pub(super) fn client(timeout: Duration) -> Client {
 
 /// HEAD `url`: its length when it answered 200, else why not.
 pub(super) async fn head(client: &Client, url: &str) -> Result<Option<u64>, String> {
-    let response = client.head(url).send().await.map_err(|e| format!("HEAD {url}: {}", error_text(&e)))?;
+    let response =
+        client.head(url).send().await.map_err(|e| format!("HEAD {url}: {}", error_text(&e)))?;
     if response.status() != StatusCode::OK {
         return Err(format!("HEAD {url}: {}", response.status()));
     }

@@ -113,8 +113,7 @@ impl Prober {
 
     async fn target(&self, target: &Target) -> TargetResult {
         let limit = self.timeout * 3 + Duration::from_secs(1);
-        let (status, text) = match tokio::time::timeout(limit, self.dispatch(&target.kind)).await
-        {
+        let (status, text) = match tokio::time::timeout(limit, self.dispatch(&target.kind)).await {
             Ok(found) => found,
             Err(_) => (Status::Failed, format!("no answer within {}s", limit.as_secs())),
         };
@@ -124,7 +123,9 @@ impl Prober {
     async fn dispatch(&self, kind: &TargetKind) -> (Status, String) {
         match kind {
             TargetKind::Iscsi(target) => iscsi::probe(target, self.timeout).await,
-            TargetKind::Aoe(address) => aoe::probe(&self.aoe_interface, *address, self.timeout).await,
+            TargetKind::Aoe(address) => {
+                aoe::probe(&self.aoe_interface, *address, self.timeout).await
+            }
             TargetKind::NfsRoot { server, path, kernel_url, initrd_url } => {
                 nfs::probe(&self.http, server, path, kernel_url, initrd_url, self.timeout).await
             }

@@ -43,12 +43,16 @@ async fn exports(server: &str) -> Result<Vec<rpc::Export>, String> {
     let reply = call(server, PORTMAP_PORT, &rpc::getport_mount(id)).await.map_err(|e| {
         format!("portmapper: {e} (the MOUNT protocol is found through rpcbind; an NFSv4-only server without it cannot be probed)")
     })?;
-    let port = rpc::parse_getport(&reply, id).map_err(|e| format!("portmapper at {server}: {e}"))?;
+    let port =
+        rpc::parse_getport(&reply, id).map_err(|e| format!("portmapper at {server}: {e}"))?;
     if port == 0 {
-        return Err(format!("{server} runs no MOUNT v3 service over TCP (portmapper: not registered)"));
+        return Err(format!(
+            "{server} runs no MOUNT v3 service over TCP (portmapper: not registered)"
+        ));
     }
     let id = xid();
-    let reply = call(server, port, &rpc::export_call(id)).await.map_err(|e| format!("MOUNT: {e}"))?;
+    let reply =
+        call(server, port, &rpc::export_call(id)).await.map_err(|e| format!("MOUNT: {e}"))?;
     rpc::parse_exports(&reply, id).map_err(|e| format!("MOUNT EXPORT at {server}:{port}: {e}"))
 }
 
@@ -64,7 +68,12 @@ pub(super) async fn probe(
     let listed = match tokio::time::timeout(timeout, exports(server)).await {
         Ok(Ok(list)) => list,
         Ok(Err(e)) => return (Status::Failed, e),
-        Err(_) => return (Status::Failed, format!("{server}: no export list within {}s", timeout.as_secs())),
+        Err(_) => {
+            return (
+                Status::Failed,
+                format!("{server}: no export list within {}s", timeout.as_secs()),
+            );
+        }
     };
     if !rpc::exports_path(&listed, path) {
         let names: Vec<&str> = listed.iter().take(8).map(|e| e.path.as_str()).collect();
