@@ -153,7 +153,7 @@ fn aoe_probe_finds_vblade_with_its_size_and_reports_an_absent_slot() {
     let db = app.db();
     let results = db.probe_results().unwrap();
     assert_eq!(results.len(), 2, "{results:?}");
-    let statuses: Vec<&str> = results.iter().map(|r| r.status.as_str()).collect();
+    let statuses: Vec<&str> = results.iter().map(|(_, r)| r.status.as_str()).collect();
     assert_eq!(statuses, ["failed", "ok"], "by name: aoe-absent, aoe-present");
 
     // Without the interface the probe says what is missing rather than "absent".
@@ -290,11 +290,12 @@ fn free_port() -> u16 {
 #[allow(clippy::disallowed_methods)] // the test's own HTTP server
 fn http_san_probe_exit_codes_live_not_probeable_and_the_background_pass() {
     let python = free_port();
-    let app = appliance("http://127.0.0.1:8080", "interval = 10");
+    let app =
+        appliance("http://127.0.0.1:8080", "interval = 10\n[api]\nauth_strategy = \"noauth\"");
     std::fs::create_dir_all(app.path("files")).unwrap();
     std::fs::File::create(app.path("files/san.img")).unwrap().set_len(3 << 20).unwrap();
     let config = bootvol_core::config::Config::load(&app.path("bootvol.toml")).unwrap();
-    let (_api, boot, serve) = start_serve(config);
+    let (api, boot, serve) = start_serve(config);
     let mut http = Command::new("python3");
     http.args(["-m", "http.server", &python.to_string(), "--bind", "127.0.0.1", "--directory"])
         .arg(app.path("files"));
@@ -376,21 +377,78 @@ fn http_san_probe_exit_codes_live_not_probeable_and_the_background_pass() {
     let unknown = probe(&app, None, &["--node", "nope"]);
     assert_eq!(unknown.status.code(), Some(1), "{}", text(&unknown));
 
+    admin_page_probes_and_shows_the_result(&format!("http://{api}"));
+
     // The background pass (`[probe] interval = 10`) records a probe of every node by itself:
     // a newer one than the CLI's, and powered-on nodes skipped.
     let db = app.db();
-    let cli_at = db.probe_results().unwrap().iter().map(|r| r.probed_at).max().unwrap();
+    let cli_at = db.probe_results().unwrap().iter().map(|(_, r)| r.probed_at).max().unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let results = db.probe_results().unwrap();
-        if results.len() == 5 && results.iter().all(|r| r.probed_at > cli_at) {
-            let uuid = db.node_record("http-missing").unwrap().unwrap().node.uuid;
-            let skipped = db.probe_result(&uuid).unwrap().unwrap();
-            assert_eq!(skipped.status.as_str(), "skipped-powered-on", "{skipped:?}");
+        let others: Vec<_> = results.iter().filter(|(name, _)| name != "http-missing").collect();
+        if others.len() == 4 && others.iter().all(|(_, r)| r.probed_at > cli_at) {
+            // The powered-on node was skipped: its last real probe stays.
+            let (_, kept) = results.iter().find(|(name, _)| name == "http-missing").unwrap();
+            assert_eq!(kept.status.as_str(), "failed", "{kept:?}");
+            assert!(kept.probed_at <= cli_at, "{kept:?}");
             break;
         }
         assert!(Instant::now() < deadline, "no background pass recorded: {results:?}");
         std::thread::sleep(Duration::from_millis(250));
     }
     serve.stop().unwrap();
+}
+
+/// The admin page (no authentication in this test): the node page shows the last probe (the
+/// CLI's) and probes again with its button (CSRF token, `live` for a powered-on node), and the
+/// nodes list names the nodes whose last probe failed.
+fn admin_page_probes_and_shows_the_result(base: &str) {
+    let agent: ureq::Agent =
+        ureq::Agent::config_builder().http_status_as_error(false).max_redirects(0).build().into();
+    let login = agent.get(format!("{base}/admin/login")).call().unwrap();
+    let cookie =
+        login.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_owned();
+    let get = |path: &str| {
+        let mut r = agent.get(format!("{base}{path}")).header("Cookie", &cookie).call().unwrap();
+        assert_eq!(r.status(), 200, "{path}");
+        r.body_mut().read_to_string().unwrap()
+    };
+    let page = get("/admin/nodes/http-missing");
+    // The CLI's `--live` probe: a later skipped one (`--all`) does not hide it.
+    assert!(page.contains("id=\"probe-result\" class=\"error\""), "{page}");
+    // (HTML escapes the slashes.)
+    assert!(
+        page.contains("FAILED: HEAD http:") && page.contains("gone.img: 404 Not Found"),
+        "{page}"
+    );
+    assert!(page.contains("Probe while powered on"), "a powered-on node offers the live probe");
+    let csrf = page.split("name=\"csrf\" value=\"").nth(1).unwrap().split('"').next().unwrap();
+    let post = |fields: &str| {
+        agent
+            .post(format!("{base}/admin/nodes/http-missing/probe"))
+            .header("Cookie", &cookie)
+            .header("Content-Type", "application/x-www-form-urlencoded")
+            .send(fields.to_owned())
+            .unwrap()
+    };
+    assert_eq!(post("live=on").status(), 403, "no CSRF token, no probe");
+    let probed = post(&format!("csrf={csrf}"));
+    assert_eq!(probed.status(), 303);
+    let shown = get(probed.headers()["location"].to_str().unwrap());
+    assert!(shown.contains("Probe: skipped (powered on)"), "{shown}");
+    let probed = post(&format!("csrf={csrf}&live=on"));
+    let shown = get(probed.headers()["location"].to_str().unwrap());
+    assert!(shown.contains("Probe: FAILED: HEAD http:"), "{shown}");
+    let fcoe = get("/admin/nodes/fcoe");
+    assert!(fcoe.contains("not probeable: the appliance cannot reach it"), "{fcoe}");
+    let list = get("/admin/");
+    let failures =
+        list.split("id=\"probe-failures\"").nth(1).expect("the list names failed probes");
+    let failures = failures.split("</section>").next().unwrap();
+    assert!(
+        failures.contains(">http-missing</a>") && failures.contains(">http-no-ranges</a>"),
+        "{failures}"
+    );
+    assert!(!failures.contains(">fcoe</a>") && !failures.contains(">http-ok</a>"), "{failures}");
 }

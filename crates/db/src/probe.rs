@@ -21,18 +21,21 @@ fn report_from_row(row: &Row) -> Result<Report, DbError> {
     })
 }
 
-const SELECT: &str = "SELECT n.uuid, p.probed_at, p.status, p.summary, p.lines \
-                      FROM probe_results p JOIN nodes n ON n.id = p.node_id";
+const SELECT: &str = "SELECT n.uuid, p.probed_at, p.status, p.summary, p.lines";
+const FROM: &str = "FROM probe_results p JOIN nodes n ON n.id = p.node_id";
 
 impl Db {
-    /// Records `report` as its node's last probe; a node deleted since is skipped.
+    /// Records `report` as its node's last probe; a node deleted since is skipped. A skipped
+    /// probe (the node was powered on) is recorded only for a node never probed: it does not
+    /// hide what the last real probe found.
     pub fn record_probe(&self, report: &Report) -> Result<(), DbError> {
         let lines = serde_json::to_string(&report.lines).unwrap_or_else(|_| "[]".into());
         self.conn.execute(
             "INSERT INTO probe_results (node_id, probed_at, status, summary, lines) \
              SELECT id, ?2, ?3, ?4, ?5 FROM nodes WHERE uuid = ?1 \
              ON CONFLICT (node_id) DO UPDATE SET probed_at = excluded.probed_at, \
-             status = excluded.status, summary = excluded.summary, lines = excluded.lines",
+             status = excluded.status, summary = excluded.summary, lines = excluded.lines \
+             WHERE excluded.status <> 'skipped-powered-on'",
             args![
                 report.node_uuid.as_str(),
                 report.probed_at,
@@ -46,14 +49,15 @@ impl Db {
 
     /// A node's last probe, if it was ever probed.
     pub fn probe_result(&self, node_uuid: &str) -> Result<Option<Report>, DbError> {
-        let row = self.conn.query_opt(&format!("{SELECT} WHERE n.uuid = ?1"), args![node_uuid])?;
+        let row =
+            self.conn.query_opt(&format!("{SELECT} {FROM} WHERE n.uuid = ?1"), args![node_uuid])?;
         row.as_ref().map(report_from_row).transpose()
     }
 
-    /// Every node's last probe.
-    pub fn probe_results(&self) -> Result<Vec<Report>, DbError> {
-        let rows = self.conn.query(&format!("{SELECT} ORDER BY n.name"), &[])?;
-        rows.iter().map(report_from_row).collect()
+    /// Every node's last probe with the node's name, by name.
+    pub fn probe_results(&self) -> Result<Vec<(String, Report)>, DbError> {
+        let rows = self.conn.query(&format!("{SELECT}, n.name {FROM} ORDER BY n.name"), &[])?;
+        rows.iter().map(|row| Ok((row.get(5)?, report_from_row(row)?))).collect()
     }
 }
 
@@ -86,9 +90,13 @@ mod tests {
         report.probed_at = 200;
         db.record_probe(&report).unwrap();
         assert_eq!(db.probe_result(&uuid).unwrap(), Some(report.clone()));
-        assert_eq!(db.probe_results().unwrap(), vec![report]);
+        // A skipped probe keeps what the last real one found.
+        let skipped = Report { status: Status::SkippedPoweredOn, probed_at: 300, ..report.clone() };
+        db.record_probe(&skipped).unwrap();
+        assert_eq!(db.probe_result(&uuid).unwrap(), Some(report.clone()));
+        assert_eq!(db.probe_results().unwrap(), vec![("n1".to_owned(), report)]);
         // A node that does not exist is not recorded.
-        let ghost = Report { node_uuid: "nope".into(), ..db.probe_results().unwrap()[0].clone() };
+        let ghost = Report { node_uuid: "nope".into(), ..db.probe_results().unwrap()[0].1.clone() };
         db.record_probe(&ghost).unwrap();
         assert_eq!(db.probe_results().unwrap().len(), 1);
     }
