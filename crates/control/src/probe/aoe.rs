@@ -114,34 +114,34 @@ fn probe_blocking(
         }
         Some(Response::Config { from, .. } | Response::Identify { from, .. }) => from,
     };
-    let tag = tag.wrapping_add(1) & 0x7fff_ffff;
+    identify(&fd, mac, from, address, tag.wrapping_add(1) & 0x7fff_ffff, deadline, timeout)
+}
+
+/// IDENTIFY DEVICE to the target found at `from`: its size, or why not.
+fn identify(
+    fd: &OwnedFd,
+    mac: [u8; 6],
+    from: [u8; 6],
+    address: Address,
+    tag: u32,
+    deadline: Instant,
+    timeout: Duration,
+) -> Result<(Status, String), String> {
+    let name = format!("e{}.{} present at {}", address.shelf, address.slot, mac_text(from));
     let ours = |r: &Response| r.tag() == tag && r.address() == address;
-    match exchange(&fd, &aoe::identify(from, mac, address, tag), deadline, ours)? {
-        Some(Response::Identify { sectors, .. }) => Ok((
-            Status::Ok,
-            format!(
-                "{name} present at {}, {}",
-                mac_text(from),
-                size_text(sectors.saturating_mul(512))
-            ),
-        )),
-        Some(Response::Error { code, .. }) => Ok((
+    Ok(match exchange(fd, &aoe::identify(from, mac, address, tag), deadline, ours)? {
+        Some(Response::Identify { sectors, .. }) => {
+            (Status::Ok, format!("{name}, {}", size_text(sectors.saturating_mul(512))))
+        }
+        Some(Response::Error { code, .. }) => (
             Status::Failed,
-            format!(
-                "{name} present at {} but IDENTIFY failed: AoE error {code}: {}",
-                mac_text(from),
-                aoe::error_text(code)
-            ),
-        )),
-        _ => Ok((
+            format!("{name} but IDENTIFY failed: AoE error {code}: {}", aoe::error_text(code)),
+        ),
+        _ => (
             Status::Failed,
-            format!(
-                "{name} answered Query Config from {} but not IDENTIFY within {}s",
-                mac_text(from),
-                timeout.as_secs()
-            ),
-        )),
-    }
+            format!("{name} but did not answer IDENTIFY within {}s", timeout.as_secs()),
+        ),
+    })
 }
 
 fn mac_text(mac: [u8; 6]) -> String {

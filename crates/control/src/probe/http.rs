@@ -7,19 +7,36 @@ use std::time::Duration;
 use bootvol_core::probe::{Status, size_text};
 use reqwest::{Client, StatusCode, header};
 
-/// The probe's client: its timeout per request, redirects followed as iPXE follows them.
-pub(super) fn client(timeout: Duration) -> Client {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    Client::builder()
-        .timeout(timeout)
-        .connect_timeout(timeout)
-        .user_agent("bootvol-probe")
-        .build()
-        .unwrap_or_default()
+/// The probes' HTTP client (the only file of the probe that names `reqwest`): its timeout per
+/// request, redirects followed as iPXE follows them.
+#[derive(Debug, Clone)]
+pub(super) struct Http(Client);
+
+impl Http {
+    pub(super) fn new(timeout: Duration) -> Http {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        Http(
+            Client::builder()
+                .timeout(timeout)
+                .connect_timeout(timeout)
+                .user_agent("bootvol-probe")
+                .build()
+                .unwrap_or_default(),
+        )
+    }
+
+    /// HEAD `url`: its length when it answered 200, else why not.
+    pub(super) async fn head(&self, url: &str) -> Result<Option<u64>, String> {
+        head(&self.0, url).await
+    }
+
+    /// The HTTP SAN probe of `url`.
+    pub(super) async fn san(&self, url: &str) -> (Status, String) {
+        san(&self.0, url).await
+    }
 }
 
-/// HEAD `url`: its length when it answered 200, else why not.
-pub(super) async fn head(client: &Client, url: &str) -> Result<Option<u64>, String> {
+async fn head(client: &Client, url: &str) -> Result<Option<u64>, String> {
     let response =
         client.head(url).send().await.map_err(|e| format!("HEAD {url}: {}", error_text(&e)))?;
     if response.status() != StatusCode::OK {
@@ -32,8 +49,7 @@ pub(super) async fn head(client: &Client, url: &str) -> Result<Option<u64>, Stri
         .and_then(|v| v.parse().ok()))
 }
 
-/// The HTTP SAN probe of `url`.
-pub(super) async fn san(client: &Client, url: &str) -> (Status, String) {
+async fn san(client: &Client, url: &str) -> (Status, String) {
     let size = match head(client, url).await {
         Ok(size) => size,
         Err(e) => return (Status::Failed, e),

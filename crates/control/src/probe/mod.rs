@@ -55,7 +55,7 @@ pub struct Prober {
     aoe_interface: String,
     settings: BootSettings,
     default_storage: StorageInterfaceName,
-    http: reqwest::Client,
+    http: http::Http,
 }
 
 impl Prober {
@@ -69,7 +69,7 @@ impl Prober {
             aoe_interface: config.probe.aoe_interface.clone(),
             settings,
             default_storage: config.default.default_storage_interface,
-            http: http::client(timeout),
+            http: http::Http::new(timeout),
         }
     }
 
@@ -129,7 +129,7 @@ impl Prober {
             TargetKind::NfsRoot { server, path, kernel_url, initrd_url } => {
                 nfs::probe(&self.http, server, path, kernel_url, initrd_url, self.timeout).await
             }
-            TargetKind::HttpSan { url } => http::san(&self.http, url).await,
+            TargetKind::HttpSan { url } => self.http.san(url).await,
             TargetKind::NotProbeable { why, .. } => (Status::NotProbeable, (*why).to_owned()),
         }
     }

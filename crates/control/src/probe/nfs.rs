@@ -5,7 +5,6 @@
 
 use std::time::Duration;
 
-use reqwest::Client;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -58,7 +57,7 @@ async fn exports(server: &str) -> Result<Vec<rpc::Export>, String> {
 
 /// The NFS root probe: the export, then the kernel and initrd.
 pub(super) async fn probe(
-    client: &Client,
+    http: &super::http::Http,
     server: &str,
     path: &str,
     kernel_url: &str,
@@ -86,7 +85,7 @@ pub(super) async fn probe(
         );
     }
     for (what, url) in [("kernel", kernel_url), ("initrd", initrd_url)] {
-        if let Err(e) = super::http::head(client, url).await {
+        if let Err(e) = http.head(url).await {
             return (Status::Failed, format!("{server}:{path} exported, but the {what}: {e}"));
         }
     }

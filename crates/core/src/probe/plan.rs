@@ -2,6 +2,7 @@
 //! [`BootContext`] the script is printed from (so the probe checks what the node will boot, not
 //! another reading of its fields). Pure: a record in, a list of [`Target`]s out.
 
+use crate::boot::context::{Credentials, KernelBoot, SanVolume};
 use crate::boot::{BootContext, BootSettings, Scenario, decide};
 use crate::model::{NodeRecord, StorageInterfaceName};
 
@@ -103,65 +104,76 @@ pub fn targets(
         }]);
     }
     if let Some(kernel) = &context.kernel {
-        let root = kernel.args.iter().find_map(|a| a.strip_prefix("nfsroot=")).unwrap_or("");
-        let root = root.split(',').next().unwrap_or("");
-        let (server, path) = split_nfs_root(root)
-            .ok_or_else(|| NoPlan::Invalid(format!("nfsroot {root:?} is not server:/path")))?;
-        return Ok(vec![Target {
-            volume: root.to_owned(),
-            kind: TargetKind::NfsRoot {
-                server,
-                path,
-                kernel_url: kernel.kernel_url.clone(),
-                initrd_url: kernel.initrd_url.clone(),
-            },
-        }]);
+        return nfs_target(kernel).map(|t| vec![t]);
     }
     let Some(san) = &context.san else { return Err(NoPlan::NotBootFromVolume) };
+    // iPXE's own initiator name when the node records none (`iqn.2010-04.org.ipxe:<uuid>`, the
+    // UUID the firmware reports; the node's UUID here).
     let initiator = san
         .initiator_iqn
         .clone()
         .unwrap_or_else(|| format!("iqn.2010-04.org.ipxe:{}", record.node.uuid));
     let mut out = Vec::new();
     for volume in &san.volumes {
-        let chap = |c: &Option<crate::boot::context::Credentials>| {
-            c.as_ref().map(|c| Chap { user: c.username.clone(), secret: c.password.clone() })
-        };
-        let mut iscsi: Vec<Iscsi> = Vec::new();
-        for uri in &volume.uris {
-            let kind = if let Some((portal, lun, iqn)) = parse_iscsi_uri(uri) {
-                match iscsi.iter_mut().find(|t| t.target_iqn == iqn && t.lun == lun) {
-                    Some(same) => same.portals.push(portal),
-                    None => iscsi.push(Iscsi {
-                        portals: vec![portal],
-                        target_iqn: iqn,
-                        lun,
-                        initiator_iqn: initiator.clone(),
-                        chap: chap(&volume.chap),
-                        mutual: chap(&volume.reverse_chap),
-                    }),
-                }
-                continue;
-            } else if let Some(address) = parse_aoe_uri(uri) {
-                TargetKind::Aoe(address)
-            } else if uri.starts_with("http://") || uri.starts_with("https://") {
-                TargetKind::HttpSan { url: uri.clone() }
-            } else {
-                TargetKind::NotProbeable { what: "fcoe", why: FABRIC }
-            };
-            // One line per volume for its FCoE paths: none of them can be probed.
-            if out.iter().any(|t: &Target| t.volume == volume.volume_id && t.kind == kind) {
-                continue;
-            }
-            out.push(Target { volume: volume.volume_id.clone(), kind });
-        }
-        out.extend(
-            iscsi
-                .into_iter()
-                .map(|t| Target { volume: volume.volume_id.clone(), kind: TargetKind::Iscsi(t) }),
-        );
+        volume_targets(volume, &initiator, &mut out);
     }
     Ok(out)
+}
+
+/// The NFS root of a kernel boot: its `nfsroot=` and the kernel and initrd URLs.
+fn nfs_target(kernel: &KernelBoot) -> Result<Target, NoPlan> {
+    let root = kernel.args.iter().find_map(|a| a.strip_prefix("nfsroot=")).unwrap_or("");
+    let root = root.split(',').next().unwrap_or("");
+    let (server, path) = split_nfs_root(root)
+        .ok_or_else(|| NoPlan::Invalid(format!("nfsroot {root:?} is not server:/path")))?;
+    Ok(Target {
+        volume: root.to_owned(),
+        kind: TargetKind::NfsRoot {
+            server,
+            path,
+            kernel_url: kernel.kernel_url.clone(),
+            initrd_url: kernel.initrd_url.clone(),
+        },
+    })
+}
+
+/// One SAN volume's targets: its iSCSI paths grouped by IQN and LUN, its AoE or HTTP URI, or
+/// one line for its FCoE paths (none of them can be probed).
+fn volume_targets(volume: &SanVolume, initiator: &str, out: &mut Vec<Target>) {
+    let chap = |c: &Option<Credentials>| {
+        c.as_ref().map(|c| Chap { user: c.username.clone(), secret: c.password.clone() })
+    };
+    let mut iscsi: Vec<Iscsi> = Vec::new();
+    for uri in &volume.uris {
+        let kind = if let Some((portal, lun, iqn)) = parse_iscsi_uri(uri) {
+            match iscsi.iter_mut().find(|t| t.target_iqn == iqn && t.lun == lun) {
+                Some(same) => same.portals.push(portal),
+                None => iscsi.push(Iscsi {
+                    portals: vec![portal],
+                    target_iqn: iqn,
+                    lun,
+                    initiator_iqn: initiator.to_owned(),
+                    chap: chap(&volume.chap),
+                    mutual: chap(&volume.reverse_chap),
+                }),
+            }
+            continue;
+        } else if let Some(address) = parse_aoe_uri(uri) {
+            TargetKind::Aoe(address)
+        } else if uri.starts_with("http://") || uri.starts_with("https://") {
+            TargetKind::HttpSan { url: uri.clone() }
+        } else {
+            TargetKind::NotProbeable { what: "fcoe", why: FABRIC }
+        };
+        if !out.iter().any(|t| t.volume == volume.volume_id && t.kind == kind) {
+            out.push(Target { volume: volume.volume_id.clone(), kind });
+        }
+    }
+    out.extend(
+        iscsi
+            .into_iter()
+            .map(|t| Target { volume: volume.volume_id.clone(), kind: TargetKind::Iscsi(t) }),
+    );
 }
 
 /// `server:/path` (IPv6 servers in brackets) into the server and the path.
