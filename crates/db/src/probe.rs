@@ -30,14 +30,17 @@ impl Db {
     /// hide what the last real probe found.
     pub fn record_probe(&self, report: &Report) -> Result<(), DbError> {
         let lines = serde_json::to_string(&report.lines).unwrap_or_else(|_| "[]".into());
+        let Some(node_id) = super::rows::node_id(&self.conn, &report.node_uuid)? else {
+            return Ok(());
+        };
         self.conn.execute(
             "INSERT INTO probe_results (node_id, probed_at, status, summary, lines) \
-             SELECT id, ?2, ?3, ?4, ?5 FROM nodes WHERE uuid = ?1 \
+             VALUES (?1, ?2, ?3, ?4, ?5) \
              ON CONFLICT (node_id) DO UPDATE SET probed_at = excluded.probed_at, \
              status = excluded.status, summary = excluded.summary, lines = excluded.lines \
              WHERE excluded.status <> 'skipped-powered-on'",
             args![
-                report.node_uuid.as_str(),
+                node_id,
                 report.probed_at,
                 report.status.as_str(),
                 report.summary.as_str(),
