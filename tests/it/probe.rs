@@ -452,3 +452,96 @@ fn admin_page_probes_and_shows_the_result(base: &str) {
     );
     assert!(!failures.contains(">fcoe</a>") && !failures.contains(">http-ok</a>"), "{failures}");
 }
+
+/// What the iSCSI arm is handed: per volume, the portals of each IQN and LUN, the initiator
+/// name and CHAP the node's script sets; the other kinds as their scripts name them.
+#[test]
+fn the_plan_is_what_the_scripts_attach() {
+    use bootvol_core::probe::aoe::Address;
+    use bootvol_core::probe::plan::{Chap, Iscsi, NoPlan, TargetKind, targets};
+    let config = crate::support::config(tempfile::tempdir().unwrap().path());
+    let db = crate::support::scenario_db(&config);
+    let plan = |name: &str| {
+        let record = db.node_record(name).unwrap().unwrap();
+        targets(&record, &config.boot_settings(), config.default.default_storage_interface)
+    };
+    let chap = plan("iscsi-chap").unwrap();
+    let kinds: Vec<(&str, &TargetKind)> =
+        chap.iter().map(|t| (t.volume.as_str(), &t.kind)).collect();
+    let iscsi = |portals: &[&str],
+                 iqn: &str,
+                 lun,
+                 chap: Option<(&str, &str)>,
+                 mutual: Option<(&str, &str)>| {
+        TargetKind::Iscsi(Iscsi {
+            portals: portals.iter().map(|p| (*p).to_owned()).collect(),
+            target_iqn: iqn.into(),
+            lun,
+            initiator_iqn: "iqn.2024-01.org.example.node:iscsi-chap".into(),
+            chap: chap.map(|(u, s)| Chap { user: u.into(), secret: s.into() }),
+            mutual: mutual.map(|(u, s)| Chap { user: u.into(), secret: s.into() }),
+        })
+    };
+    assert_eq!(
+        kinds[0],
+        (
+            "vol-boot",
+            &iscsi(
+                &["192.0.2.5:3261"],
+                "iqn.2024-01.org.example.san:boot",
+                2,
+                Some(("node-user", "boot-chap-secret-1")),
+                Some(("san-user", "mutual-secret-22"))
+            )
+        )
+    );
+    assert_eq!(
+        kinds[1],
+        (
+            "vol-data",
+            &iscsi(
+                &["[2001:db8::5]:3260"],
+                "iqn.2024-01.org.example.san:data",
+                16,
+                Some(("data-user", "data-chap-secret-3")),
+                None
+            )
+        )
+    );
+    assert_eq!(
+        kinds[2],
+        (
+            "vol-scratch",
+            &iscsi(&["san.example:3260"], "iqn.2024-01.org.example.san:scratch", 0, None, None)
+        )
+    );
+    // Multipath with an IQN and LUN per portal: one login per pair.
+    let mp = plan("iscsi-multipath").unwrap();
+    assert_eq!(mp.len(), 2, "{mp:?}");
+    assert!(matches!(&mp[1].kind, TargetKind::Iscsi(t) if t.portals == ["[2001:db8::6]:3260"]
+        && t.target_iqn.ends_with(":ctrl-b") && t.lun == 7 && t.initiator_iqn.ends_with(":mp")));
+    assert_eq!(plan("aoe").unwrap()[0].kind, TargetKind::Aoe(Address { shelf: 3, slot: 1 }));
+    assert!(matches!(&plan("http-san").unwrap()[0].kind,
+        TargetKind::HttpSan { url } if url == "http://192.0.2.10:8080/files/images/disk.img"));
+    assert_eq!(
+        plan("nfs-root").unwrap()[0].kind,
+        TargetKind::NfsRoot {
+            server: "192.0.2.7".into(),
+            path: "/srv/nfsroot".into(),
+            kernel_url: "http://192.0.2.10:8080/files/nfs/vmlinuz".into(),
+            initrd_url: "http://192.0.2.10:8080/files/nfs/initrd.img".into()
+        }
+    );
+    assert!(matches!(&plan("nfs-cinder").unwrap()[0].kind,
+        TargetKind::NfsRoot { server, path, .. } if server == "2001:db8::7" && path == "/exports/root"));
+    let fcoe = plan("fcoe").unwrap();
+    assert_eq!(fcoe.len(), 2, "one line per volume: {fcoe:?}");
+    assert!(fcoe.iter().all(|t| matches!(t.kind, TargetKind::NotProbeable { what: "fcoe", .. })));
+    assert!(matches!(plan("hba").unwrap()[0].kind, TargetKind::NotProbeable { what: "hba", .. }));
+    assert_eq!(plan("noop-storage"), Err(NoPlan::NotBootFromVolume));
+    assert!(
+        matches!(plan("no-capability"), Err(NoPlan::Invalid(_))),
+        "{:?}",
+        plan("no-capability")
+    );
+}
