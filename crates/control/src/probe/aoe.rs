@@ -55,7 +55,11 @@ fn open(interface: &str) -> Result<(OwnedFd, [u8; 6]), String> {
     let mac = link.addr().unwrap_or([0; 6]);
     let fd =
         socket(AddressFamily::Packet, SockType::Raw, SockFlag::SOCK_CLOEXEC, SockProtocol::EthAll)
-            .map_err(|e| format!("raw socket on {interface} (needs CAP_NET_RAW): {e}"))?;
+            .map_err(|e| {
+                format!(
+                    "raw socket on {interface} (needs CAP_NET_RAW and the AF_PACKET family): {e}"
+                )
+            })?;
     bind(fd.as_raw_fd(), &link).map_err(|e| format!("binding to {interface}: {e}"))?;
     setsockopt(&fd, sockopt::ReceiveTimeout, &nix::sys::time::TimeVal::new(0, 100_000))
         .map_err(|e| format!("socket timeout: {e}"))?;
