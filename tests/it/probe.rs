@@ -361,7 +361,8 @@ fn http_san_probe_exit_codes_live_not_probeable_and_the_background_pass() {
     let skipped = probe(&app, None, &["--node", "http-missing"]);
     assert!(skipped.status.success(), "{}", text(&skipped));
     assert!(
-        text(&skipped).contains("skipped (powered on): powered on: not probed (--live"),
+        text(&skipped)
+            .contains("skipped (powered on): powered on: not probed unless asked (--live)"),
         "{}",
         text(&skipped)
     );

@@ -82,7 +82,7 @@ impl Prober {
                 uuid,
                 now,
                 Status::SkippedPoweredOn,
-                "powered on: not probed (--live probes it anyway)",
+                "powered on: not probed unless asked (--live)",
             );
         }
         let targets = match plan::targets(record, &self.settings, self.default_storage) {
