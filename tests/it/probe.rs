@@ -197,7 +197,11 @@ fn start_nfs(ns: &Netns, dir: &Path, export: &Path) -> (Daemon, Daemon) {
     // rpcbind first: ganesha exits when it cannot register MOUNT and NFSv3.
     let deadline = Instant::now() + Duration::from_secs(10);
     while !ns.exec("rpcinfo").args(["-p", "127.0.0.1"]).output().is_ok_and(|o| o.status.success()) {
-        assert!(Instant::now() < deadline, "rpcbind never answered");
+        assert!(
+            Instant::now() < deadline,
+            "rpcbind never answered (another rpcbind on this host holds /run/rpcbind.lock?): {}",
+            std::fs::read_to_string(dir.join("rpcbind.log")).unwrap_or_default()
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     let mut c = ns.exec("ganesha.nfsd");
