@@ -14,6 +14,8 @@
 #   iproute2                         ip netns, tuntap
 #   mtools dosfstools                the EFI system partition of the UEFI volumes
 #   nfs-ganesha nfs-ganesha-vfs      the NFS server of the NFS-root test (userspace, no nfsd)
+#   rpcbind                          the portmapper (rpcbind, rpcinfo) beside ganesha's NFSv3 and
+#                                    MOUNT in tests/it/probe.rs (ganesha pulls it in; named here)
 #   qemu-utils                       not used by the tests; pinned so that QEMU's install does not
 #                                    remove it (see below)
 # Downloaded, not installed (apt-get download + dpkg -x into target/e2e-cache/):
@@ -33,7 +35,7 @@ export DEBIAN_FRONTEND=noninteractive
 
 PACKAGES=(
     qemu-system-x86 ipxe-qemu ipxe ovmf tgt vblade dnsmasq-base iproute2
-    mtools dosfstools nfs-ganesha nfs-ganesha-vfs
+    mtools dosfstools nfs-ganesha nfs-ganesha-vfs rpcbind
 )
 
 echo "== e2e-deps: apt-get update"

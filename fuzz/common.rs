@@ -86,3 +86,28 @@ pub(crate) fn dhcp_packet(data: &[u8]) {
         }
     }
 }
+
+/// What a probe reads from the network (`bootvol_core::probe`): the bytes as an AoE frame, as
+/// an RPC reply to GETPORT and to EXPORT, and as TCP record fragments. A parsed export list
+/// stays within its bounds.
+pub(crate) fn probe_replies(data: &[u8]) {
+    use bootvol_core::probe::{aoe, rpc};
+    if let Some(response) = aoe::parse(data) {
+        let _ = (response.tag(), response.address());
+    }
+    let xid = data.get(..4).map_or(0, |w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]));
+    let _ = rpc::parse_getport(data, xid);
+    if let Ok(exports) = rpc::parse_exports(data, xid) {
+        assert!(exports.len() <= rpc::MAX_EXPORTS);
+        assert!(
+            exports.iter().all(|e| e.path.len() <= 3 * 1024 && e.groups.len() <= rpc::MAX_EXPORTS)
+        );
+        let _ = rpc::exports_path(&exports, "/export");
+    }
+    let mut record = rpc::Record::default();
+    for chunk in data.chunks(7) {
+        if record.push(chunk) != rpc::Assembled::Incomplete {
+            break;
+        }
+    }
+}

@@ -72,6 +72,20 @@ pub enum Command {
         #[command(subcommand)]
         action: NodeAction,
     },
+    /// Probe nodes' boot targets from this box (AoE, NFS root, HTTP SAN, iSCSI; FCoE and HBA
+    /// are not probeable) and record each node's result; exits non-zero when a target failed.
+    /// A powered-on node is skipped unless --live.
+    Probe {
+        /// This node (name or UUID).
+        #[arg(long, required_unless_present = "all", conflicts_with = "all")]
+        node: Option<String>,
+        /// Every node.
+        #[arg(long)]
+        all: bool,
+        /// Probe powered-on nodes too (opens sessions while the node runs).
+        #[arg(long)]
+        live: bool,
+    },
     /// Events (notifications), oldest first.
     Events {
         /// Only this node's (name or UUID).
@@ -200,6 +214,7 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<()> {
                 Command::Volumes { action } => volumes(config, action, out),
                 Command::Sync => sync(config, out),
                 Command::Node { action } => node_command(config, action, out),
+                Command::Probe { node, all: _, live } => probe(config, node, live, out),
                 Command::Events { node, json, limit } => {
                     events(&config, node.as_deref(), json, limit, out)
                 }
@@ -564,6 +579,34 @@ fn node_command(config: Config, action: NodeAction, out: &mut dyn Write) -> Resu
         }
         Ok(())
     })
+}
+
+/// `bootvol probe`: a line per node (status and summary), a line per target under it; an error
+/// (exit 1) when one failed.
+fn probe(config: Config, node: Option<String>, live: bool, out: &mut dyn Write) -> Result<()> {
+    use bootvol_control::probe::{Selection, run};
+    use bootvol_core::probe::Status;
+    let _log = init_logging("warn");
+    let selection = node.map_or(Selection::All, Selection::Node);
+    let probes = runtime()?.block_on(async {
+        let db = bootvol_db::SharedDb::new(open_db(&config)?);
+        let conductor =
+            bootvol_control::conductor::Conductor::from_config(std::sync::Arc::new(config), db)?;
+        anyhow::Ok(run(&conductor, selection, live).await?)
+    })?;
+    for probe in &probes {
+        let r = &probe.report;
+        let at = bootvol_core::timefmt::format_unix(u64::try_from(r.probed_at).unwrap_or(0));
+        writeln!(out, "{} {} {}: {}", probe.name, at, r.status.label(), r.summary)?;
+        for line in &r.lines {
+            writeln!(out, "  {line}")?;
+        }
+    }
+    let failed = probes.iter().filter(|p| p.report.status == Status::Failed).count();
+    if failed > 0 {
+        bail!("{failed} of {} nodes probed: a target failed", probes.len());
+    }
+    Ok(())
 }
 
 fn unreachable_provision() -> Result<()> {

@@ -232,6 +232,10 @@ pub(super) async fn node_form(
         match name.as_str() {
             which @ ("power" | "provision") => set_state(&state, &node, &form, &path, which).await,
             "validate" => validate(&state, &node).await,
+            "probe" => match super::probe::run(&state, &node, field(&form, "live") == "on").await {
+                Ok((to, message, bad)) => Outcome::Done { to, message, bad },
+                Err(e) => Outcome::failed(&node, &e, Some("Probe")),
+            },
             "maintenance" => maintenance(&state, &node, &form).await,
             "edit" => edit_node(&state, &node, &form).await,
             "delete" => delete_node(&state, &node, &form, &path).await,

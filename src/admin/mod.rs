@@ -32,6 +32,7 @@ mod extract;
 mod forms;
 mod node;
 mod password;
+mod probe;
 mod rack;
 mod session;
 
@@ -84,6 +85,8 @@ const TEMPLATES: &[(&str, &str)] = &[
     ("login.html.j2", include_str!("../../templates/admin/login.html.j2")),
     ("nodes.html.j2", include_str!("../../templates/admin/nodes.html.j2")),
     ("node.html.j2", include_str!("../../templates/admin/node.html.j2")),
+    ("node_probe.html.j2", include_str!("../../templates/admin/node_probe.html.j2")),
+    ("nodes_probe.html.j2", include_str!("../../templates/admin/nodes_probe.html.j2")),
     ("activity.html.j2", include_str!("../../templates/admin/activity.html.j2")),
     ("confirm.html.j2", include_str!("../../templates/admin/confirm.html.j2")),
     ("password.html.j2", include_str!("../../templates/admin/password.html.j2")),
@@ -646,6 +649,7 @@ async fn render_nodes(
         }
     };
     let attention = rack::attention(&rows, unknown.len());
+    let (probe_failures, probe_failures_more) = probe::failures(state).await;
     let page = rack::page(rows, &view.query);
     let query = &view.query;
     let columns = columns(query);
@@ -675,7 +679,8 @@ async fn render_nodes(
         back => query.href(&[]),
         states => bootvol_core::model::ProvisionState::ALL.iter().map(|p| p.as_str()).collect::<Vec<_>>(),
         typed => view.typed, error_field => error_field, error_text => error_text,
-        create_open => create_open, default_storage => default.as_str() },
+        create_open => create_open, default_storage => default.as_str(),
+        probe_failures => probe_failures, probe_failures_more => probe_failures_more },
     )
 }
 

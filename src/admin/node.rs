@@ -238,6 +238,7 @@ pub(super) async fn render_node(
             drivers => Driver::ALL.iter().map(Driver::as_str).collect::<Vec<_>>(),
             storage_interfaces => StorageInterfaceName::ALL.iter().map(StorageInterfaceName::as_str).collect::<Vec<_>>(),
             events => Serde(events), boots => Serde(boots), conflict => Serde(conflict),
+            probe => super::probe::last(state, &record.node.uuid).await,
         },
     )
 }

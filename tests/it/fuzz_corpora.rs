@@ -45,3 +45,8 @@ fn inventory_corpus() {
 fn json_patch_corpus() {
     replay("json_patch", common::json_patch);
 }
+
+#[test]
+fn probe_replies_corpus() {
+    replay("probe_replies", common::probe_replies);
+}

@@ -21,6 +21,7 @@ mod neighbour;
 mod netns;
 mod postgres;
 mod power;
+mod probe;
 mod public_url;
 mod race;
 mod scenarios;

@@ -2,7 +2,8 @@
 //! (`bootvol_runtime::services`): at start, finish or undo what a crashed process left (volume
 //! attaches, deploys); then, each on its own interval, deliver events to the webhook, fail
 //! deployments whose ramdisk never called back, record out-of-band power changes
-//! (`[conductor] power_sync_interval`) and sync volumes with Cinder (`[cinder] sync_interval`).
+//! (`[conductor] power_sync_interval`), sync volumes with Cinder (`[cinder] sync_interval`) and
+//! probe every node's boot target (`[probe] interval`; powered-on nodes are skipped).
 //! On a shared database (PostgreSQL) also this instance's heartbeat and the recovery of actions
 //! an instance that died left behind. Work that must run once across instances runs under a
 //! lease ([`LEASES`]); [`leave`] gives them up at shutdown.
@@ -28,7 +29,8 @@ use crate::notify::{Notifier, Webhook};
 use crate::storage::CinderStorage;
 
 /// Every lease name the services take (released by [`leave`]).
-pub const LEASES: [&str; 5] = ["webhook", "deploy expiry", "power sync", "cinder sync", "recovery"];
+pub const LEASES: [&str; 6] =
+    ["webhook", "deploy expiry", "power sync", "cinder sync", "recovery", "probe"];
 
 /// How often an instance records its heartbeat.
 const HEARTBEAT: Duration = Duration::from_secs(5);
@@ -55,6 +57,9 @@ pub async fn start(
     start_deploy_expiry(conductor, run);
     if config.conductor.power_sync_interval > 0 {
         start_power_sync(conductor, Duration::from_secs(config.conductor.power_sync_interval), run);
+    }
+    if config.probe.interval > 0 {
+        start_probe(conductor, Duration::from_secs(config.probe.interval), run);
     }
     let cinder = conductor.storage().cinder().cloned();
     if let Some(cinder) = cinder.filter(|_| config.cinder.sync_interval > 0) {
@@ -151,6 +156,31 @@ fn start_power_sync(conductor: &Conductor, every: Duration, run: Runner<'_>) {
             }
             if let Err(e) = c.sync_power_states().await {
                 tracing::warn!(error = %e, "power state sync");
+            }
+        }
+    });
+}
+
+/// Every `[probe] interval`: every node's boot target probed (a powered-on node skipped, as
+/// without `--live`), each node's report recorded; once across instances.
+fn start_probe(conductor: &Conductor, every: Duration, run: Runner<'_>) {
+    let c = conductor.clone();
+    spawn_periodic(run.tracker, run.shutdown, "probe", every, move || {
+        let c = c.clone();
+        async move {
+            if !holds_lease(c.db(), "probe", every).await {
+                return;
+            }
+            match crate::probe::run(&c, crate::probe::Selection::All, false).await {
+                Ok(probes) => tracing::info!(
+                    nodes = probes.len(),
+                    failed = probes
+                        .iter()
+                        .filter(|p| p.report.status == bootvol_core::probe::Status::Failed)
+                        .count(),
+                    "probe pass"
+                ),
+                Err(e) => tracing::warn!(error = %e, "probe pass failed"),
             }
         }
     });

@@ -10,6 +10,8 @@
 //! - [`boot`]: the scenario decision, the boot context, iPXE rendering and the snapshot of every
 //!   node's script; [`boot_window`]: when a secret script may go out, and to whom (pure);
 //!   [`files`]: confining client paths to a served folder; [`recent`]: the ring of recent boots.
+//! - [`probe`]: the probe of a node's boot target as plain values: what to probe, the AoE and
+//!   ONC RPC codecs (sans-io), what a probe found.
 //!
 //! It must not know: SQL, sockets beyond opening a served file, HTTP, Cinder, BMCs, passwords.
 
@@ -20,6 +22,7 @@ pub mod deploy;
 pub mod files;
 pub mod inventory;
 pub mod model;
+pub mod probe;
 pub mod recent;
 pub mod secrets;
 pub mod timefmt;

@@ -24,6 +24,7 @@ pub(super) const TABLES: &[(&str, &str)] = &[
     ("sync_status", "id"),
     ("change_log", "seq"),
     ("change_counter", "id"),
+    ("probe_results", "node_id"),
 ];
 
 /// One table's check after the copy.

@@ -37,7 +37,7 @@
 //! - [`locks`]: node locks; [`shared`]: the async handle; [`handle`]: `serve`'s one handle.
 //! - [`cluster`]: instances and leases on PostgreSQL; [`listen`]: its change notifications;
 //!   [`copy`]: `migrate-to-postgres`.
-//! - [`admin`]: what the admin page keeps across restarts.
+//! - [`admin`]: what the admin page keeps across restarts; [`probe`]: each node's last probe.
 
 mod admin;
 mod apply;
@@ -49,6 +49,7 @@ pub mod listen;
 mod locks;
 mod migrations;
 mod nodes;
+mod probe;
 mod rows;
 mod runtime;
 mod shared;

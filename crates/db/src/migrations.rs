@@ -230,6 +230,17 @@ CREATE TABLE leases (
     expires_at INTEGER NOT NULL
 ) STRICT;
 "#,
+    // Each node's last probe of its boot target (`bootvol probe`, the admin page, the
+    // background pass): when, how it ended, its summary and one line per target (JSON list).
+    r#"
+CREATE TABLE probe_results (
+    node_id INTEGER PRIMARY KEY REFERENCES nodes(id) ON DELETE CASCADE,
+    probed_at INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    summary TEXT NOT NULL,
+    lines TEXT NOT NULL DEFAULT '[]'
+) STRICT;
+"#,
 ];
 
 /// PostgreSQL's timestamp text, as SQLite's `strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now')`.
@@ -453,6 +464,15 @@ CREATE TABLE leases (
     name TEXT PRIMARY KEY,
     holder TEXT NOT NULL,
     expires_at BIGINT NOT NULL
+);
+"#,
+    r#"
+CREATE TABLE probe_results (
+    node_id BIGINT PRIMARY KEY REFERENCES nodes(id) ON DELETE CASCADE,
+    probed_at BIGINT NOT NULL,
+    status TEXT NOT NULL,
+    summary TEXT NOT NULL,
+    lines TEXT NOT NULL DEFAULT '[]'
 );
 "#,
 ];

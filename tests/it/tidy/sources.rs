@@ -36,9 +36,11 @@ pub(super) const RULES: &[Rule] = &[
             "crates/control/src/cinder/",
             "crates/control/src/power/",
             "crates/control/src/notify.rs",
+            "crates/control/src/probe/http.rs",
         ],
-        owners: "the Cinder client, the power drivers and the notifier (crates/control/src/cinder/, \
-                 power/, notify.rs): the conductor and the node service know no HTTP",
+        owners: "the Cinder client, the power drivers, the notifier and the probe's HTTP \
+                 (crates/control/src/cinder/, power/, notify.rs, probe/http.rs): the conductor \
+                 and the node service know no HTTP",
     },
     Rule {
         krates: &["bcrypt"],
@@ -183,6 +185,10 @@ pub(super) const SANS_IO: &[&str] = &[
     "crates/tftp/src/admission.rs",
     "crates/core/src/boot/scenario.rs",
     "crates/core/src/boot/context.rs",
+    "crates/core/src/probe/mod.rs",
+    "crates/core/src/probe/aoe.rs",
+    "crates/core/src/probe/rpc.rs",
+    "crates/core/src/probe/plan.rs",
 ];
 
 /// Crates and paths that do I/O.

@@ -198,6 +198,11 @@ impl Conductor {
         self.public_url.get()
     }
 
+    /// The configuration it was made with.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
     /// The storage interface of nodes that record none.
     pub fn default_storage(&self) -> StorageInterfaceName {
         self.config.default.default_storage_interface

@@ -20,6 +20,7 @@ mod rules;
 use serde_json::json;
 
 use crate::conductor::{Action, Conductor, ConductorError};
+use crate::probe::NodeProbe;
 use bootvol_core::inventory::{ChildSpec, NodeSpec};
 pub use bootvol_core::model::records::{AttachmentRecord, Event};
 pub use bootvol_core::model::sync::SyncStatus;
@@ -27,6 +28,7 @@ use bootvol_core::model::{
     Child, ChildKind, NodeRecord, Port, ProvisionState, Stamped, StorageInterfaceName,
     VolumeConnector, VolumeTarget,
 };
+use bootvol_core::probe::Report;
 use bootvol_db::SharedDb;
 use bootvol_db::{DbError, WriteError};
 
@@ -127,6 +129,26 @@ impl NodeService {
             .run(move |db| db.node_record(&owned))
             .await?
             .ok_or_else(|| NodeError::NotFound(format!("Node {key} could not be found.")))
+    }
+
+    /// The node's last probe of its boot target, if it was ever probed.
+    pub async fn probe_result(&self, node_uuid: &str) -> Result<Option<Report>, NodeError> {
+        let uuid = node_uuid.to_owned();
+        Ok(self.db().run(move |db| db.probe_result(&uuid)).await?)
+    }
+
+    /// Every node's last probe with the node's name, by name.
+    pub async fn probe_results(&self) -> Result<Vec<(String, Report)>, NodeError> {
+        Ok(self.db().run(|db| db.probe_results()).await?)
+    }
+
+    /// Probes the node's boot target now (a powered-on node only when `live`) and records the
+    /// report as its last (`crate::probe`).
+    pub async fn probe(&self, key: &str, live: bool) -> Result<NodeProbe, NodeError> {
+        let mut probes =
+            crate::probe::run(&self.conductor, crate::probe::Selection::Node(key.into()), live)
+                .await?;
+        probes.pop().ok_or_else(|| NodeError::NotFound(format!("Node {key} could not be found.")))
     }
 
     /// Every node, by name.

@@ -7,7 +7,7 @@
 //! sections are validated (the first bad key is the one reported); each section's type, defaults
 //! and checks live in a submodule of its own: `http` (the boot HTTP, API and metrics listeners
 //! and their connection limits), `tftp`, `database`, `cinder` (with `[keystone]`),
-//! `boot`, `dhcp` and `conductor` (with `[deploy]` and `[notifications]`). It must not
+//! `boot`, `dhcp`, `conductor` (with `[deploy]` and `[notifications]`) and `probe`. It must not
 //! know what reads the values: no sockets, no SQL, no HTTP.
 
 use std::path::{Path, PathBuf};
@@ -23,6 +23,7 @@ mod conductor;
 mod database;
 mod dhcp;
 mod http;
+mod probe;
 mod tftp;
 
 pub use boot::{BootSection, ScriptSecrets, SecretWindow};
@@ -31,6 +32,7 @@ pub use conductor::{ConductorSection, DeploySection, NotificationsSection};
 pub use database::DatabaseSection;
 pub use dhcp::{DhcpAnswer, DhcpMode, DhcpSection};
 pub use http::{ApiAuthStrategy, ApiSection, ConnectionLimits, HttpSection, MetricsSection};
+pub use probe::ProbeSection;
 pub use tftp::TftpSection;
 
 /// Where bootvol looks for its configuration when `--config` is not given.
@@ -91,6 +93,8 @@ pub struct Config {
     pub dhcp: DhcpSection,
     #[serde(default)]
     pub metrics: MetricsSection,
+    #[serde(default)]
+    pub probe: ProbeSection,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -189,6 +193,7 @@ impl Config {
         self.api.validate_limits()?;
         self.tftp.validate_caps()?;
         self.database.validate_watch_interval()?;
+        self.probe.validate()?;
         self.boot.validate()
     }
 
