@@ -9,6 +9,7 @@
 #     the directories get their owner and modes, the issue.d link is made.
 #  3. Every key of sysctl.d names a kernel setting that exists here.
 #  4. `systemd-analyze security --offline=true`: the exposure score is at most MAX_EXPOSURE.
+#     The same with the AoE probe's drop-in (aoe-probe.conf) beside it.
 #  5. `bootvol reload --help`: the ExecReload= command exists in the binary.
 #
 # Usage: systemd/check.sh [BOOTVOL_BINARY]   (default: target/debug/bootvol)
@@ -36,6 +37,14 @@ echo "== systemd-analyze verify --root=<staged tree> bootvol.service"
 # verify prints problems but exits 0 for some of them (unknown keys): any output fails too.
 out="$(systemd-analyze verify --root="$root" bootvol.service 2>&1)" || { echo "$out" >&2; exit 1; }
 if [ -n "$out" ]; then echo "$out" >&2; exit 1; fi
+echo "ok"
+
+echo "== systemd-analyze verify with the AoE probe's drop-in (aoe-probe.conf)"
+mkdir -p "$root/etc/systemd/system/bootvol.service.d"
+cp "$here/aoe-probe.conf" "$root/etc/systemd/system/bootvol.service.d/aoe-probe.conf"
+out="$(systemd-analyze verify --root="$root" bootvol.service 2>&1)" || { echo "$out" >&2; exit 1; }
+if [ -n "$out" ]; then echo "$out" >&2; exit 1; fi
+rm -r "$root/etc/systemd/system/bootvol.service.d"
 echo "ok"
 
 echo "== sysusers.d and tmpfiles.d, applied to the staged tree"
