@@ -269,6 +269,8 @@ for f in systemd/*; do
             mkdir -p "$tree/usr/lib/systemd/system/$name"
             for g in "$f"/*.conf; do install -m 644 "$g" "$tree/usr/lib/systemd/system/$name/"; done ;;
         check.sh) ;; # CI's check of the units (systemd-analyze), not part of the image
+        aoe-probe.conf) # opt-in drop-in (AoE probe): shipped, not active; docs/operating.md
+            install -D -m 644 "$f" "$tree/usr/share/bootvol/systemd/$name" ;;
         *) die "systemd/$name: unknown kind of file; teach image/build-appliance.sh where it goes" ;;
     esac
 done
