@@ -121,6 +121,8 @@ struct Owners {
     snapshot: SnapshotHandle,
     recent: Arc<RecentBoots>,
     access: Arc<ScriptAccess>,
+    /// Nodes' boot reports, queued for the database (`bridges::ReportBridge`).
+    reports: Arc<bootvol_edge::http::BootReports>,
     conductor: Conductor,
 }
 
@@ -161,6 +163,10 @@ impl Owners {
                 .with_public_url(public_url.clone())
                 .with_boot_windows(Arc::clone(&windows));
         let recent = Arc::new(RecentBoots::default());
+        let reports = bootvol_edge::http::BootReports::new(bridges::ReportBridge::start(
+            database.shared().clone(),
+            run,
+        ));
         Ok(Owners {
             config,
             as_written,
@@ -171,6 +177,7 @@ impl Owners {
             snapshot,
             recent,
             access,
+            reports,
             conductor,
         })
     }
@@ -196,6 +203,7 @@ impl Owners {
             recent: Arc::clone(&self.recent),
             access: Arc::clone(&self.access),
             metrics: Arc::clone(&self.metrics),
+            reports: Some(Arc::clone(&self.reports)),
         };
         let tftp = TftpBootFiles::new(
             Arc::clone(&self.snapshot.current),
@@ -290,16 +298,13 @@ fn script_access(
     windows: &Arc<BootWindows>,
     tracker: &TaskTracker,
 ) -> Arc<ScriptAccess> {
-    // The neighbour table's copy is only kept when something asks it.
-    let neighbours = match config.boot.script_secrets {
-        ScriptSecrets::Neighbour => bootvol_edge::neighbour::Neighbours::start(),
-        ScriptSecrets::Any => {
-            tracing::warn!(
-                "[boot] script_secrets = \"any\": scripts with CHAP secrets and the deploy token go to any client that asks, not only to the node itself"
-            );
-            Arc::new(bootvol_edge::neighbour::Neighbours::empty())
-        }
-    };
+    if config.boot.script_secrets == ScriptSecrets::Any {
+        tracing::warn!(
+            "[boot] script_secrets = \"any\": scripts with CHAP secrets and the deploy token go to any client that asks, not only to the node itself"
+        );
+    }
+    // Kept whatever the mode: boot reports say whether they come from the node's neighbour.
+    let neighbours = bootvol_edge::neighbour::Neighbours::start();
     metrics.count_neighbour_overflow(neighbours.overflow_counter());
     let events = bridges::EventBridge { db: database.shared().clone(), tasks: tracker.clone() };
     ScriptAccess::new(
