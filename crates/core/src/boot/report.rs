@@ -298,9 +298,10 @@ mod tests {
 
     #[test]
     fn errors_decode_to_their_documented_class() {
-        // The first five are codes iPXE printed (on this project's VMs, or on ipxe.org); the
-        // others are built from the layout, class first.
+        // The first six are codes iPXE printed (on this project's VMs, or on ipxe.org; the
+        // first is a CHAP login tgtd refused); the others are built from the layout, class first.
         let cases = [
+            (0x410d_613c, 0x41, "Operation not permitted"),
             (0x0216_eb3c, 0x02, "Permission denied"),
             (0x1d85_2039, 0x1d, "Input/output error"),
             (0x3c09_2003, 0x3c, "Operation not supported"),
@@ -326,6 +327,10 @@ mod tests {
             "Permission denied (iSCSI login)"
         );
         assert_eq!(error.describe(Stage::SanhookFailed, "aoe"), "Permission denied");
+        assert_eq!(
+            IpxeError(0x410d_613c).describe(Stage::SanhookFailed, "iscsi"),
+            "Operation not permitted (iSCSI login)"
+        );
         assert_eq!(error.describe(Stage::SanbootFailed, "iscsi"), "Permission denied");
         assert_eq!(
             IpxeError(0x0e13_2003).describe(Stage::SanhookFailed, "iscsi"),
