@@ -23,6 +23,7 @@ mod postgres;
 mod power;
 mod public_url;
 mod race;
+mod reports;
 mod scenarios;
 mod sdnotify;
 mod serve;
