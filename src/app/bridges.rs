@@ -93,10 +93,11 @@ pub(crate) struct ReportBridge {
 }
 
 impl ReportBridge {
-    pub(crate) fn start(
+    /// The boot listener's reports, written through a new bridge.
+    pub(crate) fn reports(
         db: SharedDb,
         run: bootvol_control::services::Runner<'_>,
-    ) -> std::sync::Arc<ReportBridge> {
+    ) -> std::sync::Arc<bootvol_edge::http::BootReports> {
         let (queue, mut queued) = tokio::sync::mpsc::channel::<QueuedReport>(REPORT_QUEUE);
         let shutdown = run.shutdown.clone();
         run.tracker.spawn(async move {
@@ -112,7 +113,7 @@ impl ReportBridge {
                 db.record_event(&uuid, event.to_owned(), level, payload).await;
             }
         });
-        std::sync::Arc::new(ReportBridge { queue })
+        bootvol_edge::http::BootReports::new(std::sync::Arc::new(ReportBridge { queue }))
     }
 }
 

@@ -163,21 +163,17 @@ impl Owners {
                 .with_public_url(public_url.clone())
                 .with_boot_windows(Arc::clone(&windows));
         let recent = Arc::new(RecentBoots::default());
-        let reports = bootvol_edge::http::BootReports::new(bridges::ReportBridge::start(
-            database.shared().clone(),
-            run,
-        ));
         Ok(Owners {
             config,
             as_written,
             public_url,
+            reports: bridges::ReportBridge::reports(database.shared().clone(), run),
             database,
             liveness,
             metrics,
             snapshot,
             recent,
             access,
-            reports,
             conductor,
         })
     }

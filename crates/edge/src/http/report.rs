@@ -21,6 +21,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use super::BootState;
+use bootvol_core::boot::ServedScript;
 use bootvol_core::boot::report::{Report, parse_query};
 use bootvol_core::model::MacAddr;
 use bootvol_runtime::logging::Peer;
@@ -138,10 +139,22 @@ pub(super) fn report(
         return answer(StatusCode::TOO_MANY_REQUESTS, "too many reports\n");
     }
     state.metrics.boot_report(report.stage);
+    record(state, reports, (client, address), (mac, uuid, script), &report);
+    answer(StatusCode::OK, "ok\n")
+}
+
+/// Logs an accepted report and queues its event (counted when the queue is full).
+fn record(
+    state: &BootState,
+    reports: &BootReports,
+    (client, address): (SocketAddr, IpAddr),
+    (mac, uuid, script): (MacAddr, &str, &ServedScript),
+    report: &Report,
+) {
     let client_mac = state.access.neighbour_mac(address);
     let from_neighbour = client_mac.is_some_and(|m| script.node_macs.contains(&m));
     let node = script.node.as_deref().unwrap_or("-");
-    let message = describe(&report, script.scenario);
+    let message = describe(report, script.scenario);
     if report.stage.failed() {
         tracing::warn!(client = %Peer(client), %mac, node, from_neighbour, report = message, "boot report");
     } else {
@@ -159,7 +172,6 @@ pub(super) fn report(
     if !reports.sink.record(uuid, level, payload) {
         state.metrics.boot_report_dropped(ReportDropped::QueueFull);
     }
-    answer(StatusCode::OK, "ok\n")
 }
 
 /// The report in a sentence: "sanhook failed: 0x0216eb3c Permission denied (iSCSI login)".
