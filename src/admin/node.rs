@@ -2,8 +2,9 @@
 //! itself; a red banner when the node failed or its last action did), the actions that fit its state, scenario, ports,
 //! connectors, targets (secrets masked; a drifted volume said so on its row), the BMC fields of
 //! its driver (the password write-only), the script the boot edge serves it, read from the
-//! same boot snapshot (secrets masked; the default script, said so, when that is what it gets) and
-//! its events, newest first, each in one line with its JSON behind a disclosure; and the
+//! same boot snapshot (secrets masked; the default script, said so, when that is what it gets),
+//! the last boot report its script sent (`edge::http::report`: a claim, marked when it did not
+//! come from the node's neighbour) and its events, newest first, each in one line with its JSON behind a disclosure; and the
 //! confirmation step of an action that asks for one.
 
 use axum::extract::{Path, State};
@@ -19,6 +20,7 @@ use super::session::Session;
 use super::{AdminState, rack};
 use bootvol_core::model::{ConnectorType, Driver, NodeRecord, StorageInterfaceName, VolumeType};
 use bootvol_core::secrets::{MASK, is_secret_key, mask, mask_map};
+use bootvol_edge::http::report::REPORT_EVENT;
 
 /// The events shown on a node page.
 const EVENTS: u32 = 50;
@@ -187,6 +189,7 @@ pub(super) async fn render_node(
         .iter()
         .find(|e| e["event_type"] == bootvol_edge::script_access::CONFLICT_EVENT)
         .map(|e| json!({"at": e["created_at"], "message": e["message"], "repeats": e["repeats"]}));
+    let report = last_report(&events);
     // A refusal of a form is summed up at the top (the template), linking to the field it is
     // about, which gets the focus; the message is said there once.
     let form_problem = typed.as_ref().and(problem.clone());
@@ -239,8 +242,20 @@ pub(super) async fn render_node(
             storage_interfaces => StorageInterfaceName::ALL.iter().map(StorageInterfaceName::as_str).collect::<Vec<_>>(),
             events => Serde(events), boots => Serde(boots), conflict => Serde(conflict),
             probe => super::probe::last(state, &record.node.uuid).await,
+            report => Serde(report),
         },
     )
+}
+
+/// The node's last boot report among `events` (newest first): when, what, whether it is a
+/// failure (which needs attention) and whether it came from the node's neighbour.
+fn last_report(events: &[Value]) -> Option<Value> {
+    let event = events.iter().find(|e| e["event_type"] == REPORT_EVENT)?;
+    let payload = &event["report"];
+    Some(json!({"at": event["created_at"], "message": payload["message"],
+        "failed": rack::boot_report_needs_attention(payload),
+        "from_neighbour": payload["from_neighbour"] == true,
+        "error_url": payload["error_url"]}))
 }
 
 /// The node's events, newest first, their payloads masked (and the problem reading them).
@@ -259,6 +274,7 @@ async fn node_events(
                     json!({"created_at": e.created_at, "level": e.level, "event_type": e.event_type,
                            "summary": rack::payload_line(&payload),
                            "message": payload.get("message").and_then(Value::as_str),
+                           "report": (e.event_type == REPORT_EVENT).then(|| payload.clone()),
                            "repeats": e.repeats, "last_seen_at": e.last_seen_at,
                            "payload": serde_json::to_string_pretty(&payload).unwrap_or_default()})
                 })

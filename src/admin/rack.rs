@@ -348,6 +348,12 @@ pub(super) fn page(rows: Vec<Summary>, query: &ListQuery) -> Page {
 /// The words a row shows before a boot problem (searching them finds every such node).
 pub(super) const NOT_BOOTABLE: &str = "not bootable";
 
+/// Whether a node's last boot report (the payload of its newest
+/// `baremetal.node.boot_reported`) needs attention: its script reported a failure.
+pub(super) fn boot_report_needs_attention(report: &serde_json::Value) -> bool {
+    report["result"] == "failed"
+}
+
 /// What needs attention, counted over every node.
 #[derive(Debug, Default, Clone, PartialEq, Eq, Serialize)]
 pub(super) struct Attention {

@@ -1,6 +1,6 @@
 //! The traits the lower crates define to call up, implemented here over the database and the
 //! conductor: the boot edge's deploy endpoints ([`DeployBridge`]), its refusal and conflict
-//! events ([`EventBridge`]), the metrics' scrape-time read of the last sync pass
+//! events ([`EventBridge`]), nodes' boot reports ([`ReportBridge`]), the metrics' scrape-time read of the last sync pass
 //! ([`SyncBridge`]), the snapshot watcher's reads ([`DbSnapshotSource`]) and PostgreSQL's change
 //! listener's reports ([`ListenerEvents`]). Each is a thin adapter: no rule of its own.
 
@@ -75,6 +75,51 @@ impl bootvol_edge::script_access::EventSink for EventBridge {
         self.tasks.spawn(async move {
             db.record_event(&uuid, event.to_owned(), "warning", payload).await;
         });
+    }
+}
+
+/// Boot reports waiting to be written, at most: past it a report is dropped (and counted by
+/// the edge), so a flood of reports never grows memory nor the database's backlog.
+const REPORT_QUEUE: usize = 256;
+
+/// A queued report: the node's UUID, the level, the payload.
+type QueuedReport = (String, &'static str, serde_json::Value);
+
+/// Nodes' boot reports, queued (bounded) and written one after another by one task on
+/// `serve`'s tracker, which writes what is queued and ends at shutdown.
+#[derive(Debug)]
+pub(crate) struct ReportBridge {
+    queue: tokio::sync::mpsc::Sender<QueuedReport>,
+}
+
+impl ReportBridge {
+    /// The boot listener's reports, written through a new bridge.
+    pub(crate) fn reports(
+        db: SharedDb,
+        run: bootvol_control::services::Runner<'_>,
+    ) -> std::sync::Arc<bootvol_edge::http::BootReports> {
+        let (queue, mut queued) = tokio::sync::mpsc::channel::<QueuedReport>(REPORT_QUEUE);
+        let shutdown = run.shutdown.clone();
+        run.tracker.spawn(async move {
+            let event = bootvol_edge::http::report::REPORT_EVENT;
+            loop {
+                let (uuid, level, payload) = tokio::select! {
+                    Some(next) = queued.recv() => next,
+                    () = shutdown.cancelled() => break,
+                };
+                db.record_event(&uuid, event.to_owned(), level, payload).await;
+            }
+            while let Ok((uuid, level, payload)) = queued.try_recv() {
+                db.record_event(&uuid, event.to_owned(), level, payload).await;
+            }
+        });
+        bootvol_edge::http::BootReports::new(std::sync::Arc::new(ReportBridge { queue }))
+    }
+}
+
+impl bootvol_edge::http::ReportSink for ReportBridge {
+    fn record(&self, node_uuid: &str, level: &'static str, payload: serde_json::Value) -> bool {
+        self.queue.try_send((node_uuid.to_owned(), level, payload)).is_ok()
     }
 }
 

@@ -121,6 +121,8 @@ struct Owners {
     snapshot: SnapshotHandle,
     recent: Arc<RecentBoots>,
     access: Arc<ScriptAccess>,
+    /// Nodes' boot reports, queued for the database (`bridges::ReportBridge`).
+    reports: Arc<bootvol_edge::http::BootReports>,
     conductor: Conductor,
 }
 
@@ -165,6 +167,7 @@ impl Owners {
             config,
             as_written,
             public_url,
+            reports: bridges::ReportBridge::reports(database.shared().clone(), run),
             database,
             liveness,
             metrics,
@@ -196,6 +199,7 @@ impl Owners {
             recent: Arc::clone(&self.recent),
             access: Arc::clone(&self.access),
             metrics: Arc::clone(&self.metrics),
+            reports: Some(Arc::clone(&self.reports)),
         };
         let tftp = TftpBootFiles::new(
             Arc::clone(&self.snapshot.current),
@@ -290,16 +294,13 @@ fn script_access(
     windows: &Arc<BootWindows>,
     tracker: &TaskTracker,
 ) -> Arc<ScriptAccess> {
-    // The neighbour table's copy is only kept when something asks it.
-    let neighbours = match config.boot.script_secrets {
-        ScriptSecrets::Neighbour => bootvol_edge::neighbour::Neighbours::start(),
-        ScriptSecrets::Any => {
-            tracing::warn!(
-                "[boot] script_secrets = \"any\": scripts with CHAP secrets and the deploy token go to any client that asks, not only to the node itself"
-            );
-            Arc::new(bootvol_edge::neighbour::Neighbours::empty())
-        }
-    };
+    if config.boot.script_secrets == ScriptSecrets::Any {
+        tracing::warn!(
+            "[boot] script_secrets = \"any\": scripts with CHAP secrets and the deploy token go to any client that asks, not only to the node itself"
+        );
+    }
+    // Kept whatever the mode: boot reports say whether they come from the node's neighbour.
+    let neighbours = bootvol_edge::neighbour::Neighbours::start();
     metrics.count_neighbour_overflow(neighbours.overflow_counter());
     let events = bridges::EventBridge { db: database.shared().clone(), tasks: tracker.clone() };
     ScriptAccess::new(

@@ -22,6 +22,7 @@ mod iscsi_bios;
 mod neighbour;
 mod nfs_root;
 mod proxy_dhcp;
+mod reports;
 mod support;
 mod uefi;
 mod volumes;

@@ -195,5 +195,18 @@ fn bios_nfs_root_kernel_from_files() {
             tail(&e2e.path("dnsmasq.log"), 2000),
         ],
     );
+    // The script reported its steps, from the node's own link: the neighbour table names its MAC.
+    let reports: Vec<serde_json::Value> = bootvol
+        .events("e2e-nfs")
+        .into_iter()
+        .filter(|e| e["event_type"] == "baremetal.node.boot_reported")
+        .map(|e| e["payload"].clone())
+        .collect();
+    let stages: Vec<&str> = reports.iter().filter_map(|r| r["stage"].as_str()).collect();
+    assert_eq!(stages, ["script", "kernel"], "{reports:?}\n{}", bootvol.log());
+    for report in &reports {
+        assert_eq!(report["from_neighbour"], true, "{report}");
+        assert_eq!(report["client_mac"], mac, "{report}");
+    }
     bootvol.stop();
 }

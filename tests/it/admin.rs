@@ -655,6 +655,57 @@ fn recent_boot_requests_and_unknown_macs() {
     );
 }
 
+/// The node page shows the node's last boot report: a failure with its error in words and a
+/// banner, marked when it did not come from the node's neighbour; a later success replaces it.
+#[test]
+fn the_last_boot_report_is_on_the_node_page() {
+    let admin = Admin::start();
+    let cookie = admin.login(PASSWORD).cookie();
+    let list = admin.call("GET", "/admin/", None, &[("Cookie", &cookie)]);
+    let csrf = list.csrf();
+    let fields = [("csrf", csrf.as_str()), ("name", "node-8"), ("mac", "52:54:00:00:00:08")];
+    let created = admin.call("POST", "/admin/nodes", Some(&form(&fields)), &[("Cookie", &cookie)]);
+    assert_eq!(created.status, 303, "{}", created.body);
+    let location = created.header("location").unwrap().to_owned();
+    let page = admin.call("GET", &location, None, &[("Cookie", &cookie)]);
+    assert!(page.body.contains("<td id=\"boot-report\">none yet</td>"), "{}", page.body);
+    let agent: ureq::Agent =
+        ureq::Agent::config_builder().http_status_as_error(false).build().into();
+    let report = |query: &str| {
+        let url = format!("{}/report/52-54-00-00-00-08?{query}", admin.boot);
+        agent.get(url).call().unwrap().status().as_u16()
+    };
+    // Until the snapshot knows the node, its MAC is unknown (404).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while report("stage=sanhook-failed&err=0x410d613c") != 200 {
+        assert!(Instant::now() < deadline, "the snapshot never knew node-8");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let shown = |text: &str| {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let page = admin.call("GET", &location, None, &[("Cookie", &cookie)]);
+            if page.body.contains(text) || Instant::now() > deadline {
+                return page.body;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let body = shown("sanhook failed: 0x410d613c Operation not permitted");
+    let row = &body[body.find("id=\"boot-report\"").expect("the report's row")..];
+    let row = &row[..row.find("</tr>").unwrap()];
+    assert!(row.starts_with("id=\"boot-report\" class=\"bad\">"), "{row}");
+    assert!(row.contains("sanhook failed: 0x410d613c Operation not permitted"), "{row}");
+    assert!(row.contains("(not from the node's neighbour)"), "{row}");
+    assert!(row.contains("ipxe.org"), "{row}");
+    assert!(body.contains("id=\"boot-failure\""), "no banner: {body}");
+    assert_eq!(report("stage=script"), 200);
+    let body = shown("script received");
+    let row = &body[body.find("id=\"boot-report\"").unwrap()..];
+    assert!(row.starts_with("id=\"boot-report\">"), "{row}");
+    assert!(!body.contains("id=\"boot-failure\""), "a success still shows the failure's banner");
+}
+
 #[test]
 fn boot_activity_shows_boots_and_failures_of_the_last_hour() {
     // Neighbour checks on: a script with a CHAP secret asked for over loopback is refused.

@@ -175,10 +175,34 @@ fn the_renderer_refuses_hostile_values_that_bypassed_the_edge() {
             "{:?}",
             script.problem
         );
-        assert!(!script.text.contains(hostile), "{hostile:?} reached the script");
+        // The default script's report line is the template's own `&&` and `||`, not a value's.
+        let own = "imgfetch --name bootvol-report http://192.0.2.10:8080/report/52-54-00-bb-00-01?stage=script && imgfree bootvol-report ||\n";
+        assert_eq!(script.text.matches(own).count(), 1, "{}", script.text);
+        let values = script.text.replacen(own, "", 1);
+        assert!(!values.contains(hostile), "{hostile:?} reached the script");
         assert!(!script.text.contains("sanboot"));
         // The problem names the value; it is shown to the operator, never served to nodes.
         assert!(script.text.lines().any(|l| l == "exit"));
+    }
+}
+
+/// The report URL is printed like every value: a `public_url` that bypassed the configuration's
+/// checks cannot bring a line, an argument or an expansion into a script through it.
+#[test]
+fn report_lines_carry_no_injected_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config(dir.path());
+    let record = unchecked_record("fine-secret");
+    let served = render_record(&config, Some(&record));
+    assert!(served.text.contains("/report/52-54-00-bb-00-01?stage=sanhook-failed&err=${errno} "));
+    for hostile in
+        ["http://x/${net0/ip}", "http://x/ y", "http://x/\nchain http://evil/", "http://x/#"]
+    {
+        config.http.public_url = hostile.to_owned();
+        let script = render_record(&config, Some(&record));
+        assert_ne!(script.scenario, "iscsi", "{hostile:?}");
+        assert!(!script.text.contains("/report/"), "{hostile:?}: {}", script.text);
+        assert!(!script.text.contains("fine-secret"));
     }
 }
 

@@ -24,6 +24,7 @@ mod power;
 mod probe;
 mod public_url;
 mod race;
+mod reports;
 mod scenarios;
 mod sdnotify;
 mod serve;

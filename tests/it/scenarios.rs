@@ -34,6 +34,25 @@ fn iscsi_with_mutual_chap_and_extra_volumes() {
     assert!(text.contains("iscsi:[2001:db8::5]::3260:10:iqn.2024-01.org.example.san:data"));
     assert!(text.contains("iscsi:san.example::3260:0:iqn.2024-01.org.example.san:scratch"));
     assert!(text.contains("iscsi:192.0.2.5::3261:2:iqn.2024-01.org.example.san:boot"));
+    // Reports: received first, attached just before sanboot (after the boot volume's
+    // credentials are back), each failure with iPXE's error, to the node's first port's MAC.
+    let report = |stage: &str| {
+        let url = "http://192.0.2.10:8080/report/52-54-00-00-01-01";
+        let line = format!(
+            "imgfetch --name bootvol-report {url}?stage={stage} && imgfree bootvol-report ||\n"
+        );
+        text.find(&line).unwrap_or_else(|| panic!("no {stage} report:\n{text}"))
+    };
+    assert!(report("script") < boot);
+    assert!(sanboot > report("sanhook") && report("sanhook") > text.rfind("set password").unwrap());
+    let boot_failed = text.find(":bootvol_boot_failed\n").unwrap();
+    let hook_failed = text.find(":bootvol_hook_failed\n").unwrap();
+    let retry = text.find(":bootvol_retry\n").unwrap();
+    assert!(boot_failed < report("sanboot-failed&err=${errno}"));
+    assert!(report("sanboot-failed&err=${errno}") < hook_failed);
+    assert!(hook_failed < report("sanhook-failed&err=${errno}"));
+    assert!(report("sanhook-failed&err=${errno}") < retry);
+    assert_eq!(text.matches("|| goto bootvol_hook_failed").count(), 3);
 }
 
 #[test]
@@ -41,7 +60,7 @@ fn iscsi_multipath_pairs_each_portal_with_its_own_iqn_and_lun() {
     let text = golden("52:54:00:00:02:01", "iscsi-multipath", "iscsi");
     assert!(text.contains(
         "sanhook --drive 0x80 iscsi:192.0.2.5::3260:1:iqn.2024-01.org.example.san:ctrl-a \
-         iscsi:[2001:db8::6]::3260:7:iqn.2024-01.org.example.san:ctrl-b || goto bootvol_retry"
+         iscsi:[2001:db8::6]::3260:7:iqn.2024-01.org.example.san:ctrl-b || goto bootvol_hook_failed"
     ));
     assert!(!text.contains("set username"));
 }
@@ -49,7 +68,7 @@ fn iscsi_multipath_pairs_each_portal_with_its_own_iqn_and_lun() {
 #[test]
 fn iscsi_uefi_boots_the_named_file() {
     let text = golden("52:54:00:00:03:01", "iscsi-uefi", "iscsi");
-    assert!(text.contains("sanboot --no-describe --drive 0x80 --filename \\EFI\\BOOT\\BOOTX64.EFI || goto bootvol_retry"));
+    assert!(text.contains("sanboot --no-describe --drive 0x80 --filename \\EFI\\BOOT\\BOOTX64.EFI || goto bootvol_boot_failed"));
 }
 
 #[test]

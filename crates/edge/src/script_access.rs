@@ -247,6 +247,12 @@ impl ScriptAccess {
         }
     }
 
+    /// The MAC the neighbour table's copy maps `client` to, if any (never waits): whether a
+    /// boot report comes from the node it names.
+    pub fn neighbour_mac(&self, client: IpAddr) -> Option<MacAddr> {
+        self.neighbours.lookup(client.to_canonical())
+    }
+
     /// Who calls a deploy endpoint, for the conductor's neighbour and claimant checks.
     pub async fn caller(&self, client: IpAddr) -> Caller {
         let address = client.to_canonical();

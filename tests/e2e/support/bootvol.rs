@@ -29,6 +29,8 @@ pub(crate) struct Settings {
     pub(crate) script_secrets: &'static str,
     /// More configuration, appended as is (whole TOML sections).
     pub(crate) extra_config: String,
+    /// `[api] auth_strategy = "noauth"`: the API and the admin page answer without a log-in.
+    pub(crate) api_noauth: bool,
 }
 
 impl Settings {
@@ -45,6 +47,7 @@ impl Settings {
             netns: None,
             script_secrets: "any",
             extra_config: String::new(),
+            api_noauth: false,
         }
     }
 
@@ -60,6 +63,7 @@ impl Settings {
             netns: Some(netns.to_owned()),
             script_secrets: "neighbour",
             extra_config: String::new(),
+            api_noauth: false,
         }
     }
 }
@@ -70,6 +74,8 @@ pub(crate) struct Bootvol {
     pub(crate) settings: Settings,
     pub(crate) config: PathBuf,
     pub(crate) files_root: PathBuf,
+    /// The API's (and the admin page's) address, `127.0.0.1:<port>`.
+    pub(crate) api: String,
     daemon: Option<Daemon>,
     log: PathBuf,
 }
@@ -80,6 +86,8 @@ impl Bootvol {
         let files_root = dir.join("files");
         std::fs::create_dir_all(&files_root).unwrap();
         let config = dir.join("bootvol.toml");
+        let api = format!("127.0.0.1:{}", free_tcp_port());
+        let auth = if settings.api_noauth { "auth_strategy = \"noauth\"\n" } else { "" };
         let text = format!(
             r#"[DEFAULT]
 enabled_storage_interfaces = ["noop", "external"]
@@ -98,8 +106,8 @@ listen = "{tftp_listen}"
 root = "{tftp_root}"
 
 [api]
-listen = "127.0.0.1:{api_port}"
-
+listen = "{api}"
+{auth}
 [boot]
 san_attempts = {san_attempts}
 san_retry_delay = {san_retry_delay}
@@ -111,13 +119,12 @@ script_secrets = "{script_secrets}"
             files_root = files_root.display(),
             tftp_listen = settings.tftp_listen,
             tftp_root = settings.tftp_root.display(),
-            api_port = free_tcp_port(),
             san_attempts = settings.san_attempts,
             san_retry_delay = settings.san_retry_delay,
             script_secrets = settings.script_secrets,
         ) + &settings.extra_config;
         std::fs::write(&config, text).unwrap();
-        Bootvol { settings, config, files_root, daemon: None, log: dir.join("bootvol.log") }
+        Bootvol { settings, config, files_root, api, daemon: None, log: dir.join("bootvol.log") }
     }
 
     fn cli(&self) -> Command {
@@ -131,6 +138,42 @@ script_secrets = "{script_secrets}"
         let path = self.config.with_file_name("inventory.json");
         std::fs::write(&path, serde_json::to_string_pretty(inventory).unwrap()).unwrap();
         run(self.cli().arg("apply").arg(&path));
+    }
+
+    /// `bootvol events --node <node> --json`: the node's events, oldest first.
+    pub(crate) fn events(&self, node: &str) -> Vec<serde_json::Value> {
+        run(self.cli().args(["events", "--node", node, "--json", "--limit", "1000"]))
+            .lines()
+            .map(|line| serde_json::from_str(line).expect("an event as JSON"))
+            .collect()
+    }
+
+    /// `GET path` of the admin page, in a session of its own (with `api_noauth`, visiting the
+    /// log-in page opens one): (status, body).
+    pub(crate) fn admin_get(&self, path: &str) -> Result<(u16, String), String> {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .max_redirects(0)
+            .timeout_global(Some(Duration::from_secs(5)))
+            .build()
+            .into();
+        let base = format!("http://{}", self.api);
+        let login = agent.get(format!("{base}/admin/login")).call().map_err(|e| e.to_string())?;
+        let cookie = login
+            .headers()
+            .get("set-cookie")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(';').next())
+            .ok_or("no session cookie")?
+            .to_owned();
+        let mut response = agent
+            .get(format!("{base}{path}"))
+            .header("Cookie", &cookie)
+            .call()
+            .map_err(|e| e.to_string())?;
+        let status = response.status().as_u16();
+        let body = response.body_mut().read_to_string().map_err(|e| e.to_string())?;
+        Ok((status, body))
     }
 
     /// `bootvol render --mac`: the script that MAC must be served.

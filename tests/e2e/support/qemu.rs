@@ -182,6 +182,20 @@ impl Vm {
         deadline: Duration,
         on_seen: &mut dyn FnMut(&str),
     ) -> Boot {
+        self.boot_until(dir, watch, deadline, &mut |seen| {
+            on_seen(seen);
+            false
+        })
+    }
+
+    /// [`Vm::boot_with`], stopping QEMU as soon as `on_seen` answers `true`.
+    pub(crate) fn boot_until(
+        &self,
+        dir: &Path,
+        watch: &[&str],
+        deadline: Duration,
+        on_seen: &mut dyn FnMut(&str) -> bool,
+    ) -> Boot {
         let serial_path = dir.join("serial.log");
         let qemu_log = dir.join("qemu.log");
         let _ = std::fs::remove_file(&serial_path);
@@ -196,6 +210,7 @@ impl Vm {
         let mut seen: Vec<(String, Option<Duration>)> =
             watch.iter().map(|w| ((*w).to_owned(), None)).collect();
         let mut serial = String::new();
+        let mut stop = false;
         let status = loop {
             let exited = qemu.try_status();
             if let Ok(bytes) = std::fs::read(&serial_path) {
@@ -209,13 +224,13 @@ impl Vm {
                     && (serial.contains(text.as_str()) || unwrapped.contains(text.as_str()))
                 {
                     *when = Some(now);
-                    on_seen(text);
+                    stop |= on_seen(text);
                 }
             }
             if exited.is_some() {
                 break exited;
             }
-            if now >= deadline {
+            if stop || now >= deadline {
                 qemu.stop(Duration::from_secs(2));
                 break None;
             }

@@ -36,6 +36,10 @@ pub struct BootContext {
     pub node: Option<NodeView>,
     pub san: Option<SanBoot>,
     pub kernel: Option<KernelBoot>,
+    /// Where the script reports each step it reaches (`GET <url>?stage=...`, `boot::report`):
+    /// `<public_url>/report/<MAC of the node's first port>`; none for an unknown MAC or a node
+    /// without a port.
+    pub report_url: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -94,7 +98,17 @@ impl BootContext {
             node: node.map(|r| NodeView { name: r.node.name.clone(), uuid: r.node.uuid.clone() }),
             san: None,
             kernel: None,
+            report_url: None,
         }
+    }
+
+    /// The same context, reporting its steps to bootvol (`report_url`).
+    pub fn reporting(mut self, record: &NodeRecord, settings: &BootSettings) -> BootContext {
+        self.report_url = record.ports.first().map(|port| {
+            let mac = port.address.to_string().replace(':', "-");
+            format!("{}/report/{mac}", settings.public_url)
+        });
+        self
     }
 
     /// Builds the context for a node whose scenario was decided.

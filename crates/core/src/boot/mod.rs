@@ -6,6 +6,7 @@
 
 pub mod context;
 pub mod render;
+pub mod report;
 pub mod scenario;
 pub mod snapshot;
 
@@ -45,7 +46,7 @@ pub fn script_for(
     record: Option<&NodeRecord>,
 ) -> BootScript {
     let Some(record) = record else {
-        return default_script(templates, None, "unknown", None);
+        return default_script(templates, settings, None, "unknown", None);
     };
     let planned = match record.node.provision_state {
         // A node boots from its volume once deployed (or adopted), and while its deployment
@@ -58,7 +59,7 @@ pub fn script_for(
         ProvisionState::WaitCallBack => BootContext::deploy(record, settings)
             .map(|c| (Scenario::Hba { force_deployment: true }, c)),
         _ => {
-            let mut script = default_script(templates, Some(record), "not-deployed", None);
+            let mut script = default_script(templates, settings, Some(record), "not-deployed", None);
             script.problem_once_deployed = decide(record, default_storage)
                 .and_then(|scenario| BootContext::new(record, scenario, settings))
                 .err()
@@ -68,8 +69,9 @@ pub fn script_for(
     };
     let (scenario, context) = match planned {
         Ok(planned) => planned,
-        Err(e) => return default_script(templates, Some(record), "invalid", Some(e.0)),
+        Err(e) => return default_script(templates, settings, Some(record), "invalid", Some(e.0)),
     };
+    let context = context.reporting(record, settings);
     match templates.render(&context) {
         Ok(text) => BootScript {
             secret: carries_secret(record, &context, &text),
@@ -79,17 +81,21 @@ pub fn script_for(
             problem: None,
             problem_once_deployed: None,
         },
-        Err(e) => default_script(templates, Some(record), "invalid", Some(e.to_string())),
+        Err(e) => default_script(templates, settings, Some(record), "invalid", Some(e.to_string())),
     }
 }
 
 fn default_script(
     templates: &Templates,
+    settings: &BootSettings,
     record: Option<&NodeRecord>,
     scenario: &'static str,
     problem: Option<String>,
 ) -> BootScript {
-    let context = BootContext::default_script(record, scenario);
+    let mut context = BootContext::default_script(record, scenario);
+    if let Some(record) = record {
+        context = context.reporting(record, settings);
+    }
     // The default template prints only a validated node name; should an override template
     // fail anyway, fall back to the one line that always works.
     let text = templates.render(&context).unwrap_or_else(|_| "#!ipxe\nexit\n".to_owned());

@@ -4,11 +4,13 @@
 //! `GET /boot.ipxe` (the generic script), `GET /boot/<mac>.ipxe` (a node's own script, from the
 //! in-memory snapshot), `GET`/`HEAD /files/<path>` (kernels, ramdisks, images, with Range),
 //! `GET`/`HEAD /ipxe/<path>` (the iPXE binaries of `[tftp] root`, for UEFI HTTP Boot);
+//! `GET /report/<mac>?stage=...` (a node's script reports its progress: `report`);
 //! and the deploy ramdisk's endpoints (`deploy`). The boot handlers read the current snapshot and
 //! never wait on SQLite, Cinder or a BMC. A script that carries a secret, the deploy token, the
 //! config drive and the call-back go only to the node itself (`script_access`).
 //!
-//! The two script routes, which a boot storm hits, are matched by hand in `dispatch` and
+//! The two script routes and the report route, which a boot storm hits, are matched by hand in
+//! `dispatch` and
 //! answered without axum's router, extractors or middleware; the other routes go through an
 //! axum `Router`. Every answer is counted in `metrics` there.
 
@@ -17,6 +19,8 @@ mod deploy;
 pub use deploy::{DeployBackend, DeployError};
 mod files;
 pub mod listener;
+pub mod report;
+pub use report::{BootReports, ReportSink};
 pub mod tls;
 
 use std::sync::Arc;
@@ -53,6 +57,8 @@ pub struct BootState {
     pub access: Arc<crate::script_access::ScriptAccess>,
     /// Requests and scripts are counted here (atomics only).
     pub metrics: Arc<Metrics>,
+    /// Where nodes' boot reports are recorded (none: `/report/` answers 404).
+    pub reports: Option<Arc<BootReports>>,
 }
 
 /// The boot listener's routes.
@@ -88,6 +94,8 @@ fn route_of(path: &str) -> Route {
         Route::Ipxe
     } else if path.starts_with("/deploy/") {
         Route::Deploy
+    } else if path.starts_with("/report/") {
+        Route::Report
     } else {
         Route::Other
     }
@@ -98,7 +106,7 @@ async fn dispatch(State(d): State<Dispatch>, request: Request) -> Response {
     let started = Instant::now();
     let route = route_of(request.uri().path());
     let response = match route {
-        Route::Generic | Route::Script => {
+        Route::Generic | Route::Script | Route::Report => {
             // Only what is Sync crosses the await (the body is not).
             let client = request.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0);
             script(&d.state, route, request.method(), client, request.uri()).await
@@ -112,7 +120,7 @@ async fn dispatch(State(d): State<Dispatch>, request: Request) -> Response {
     response
 }
 
-/// `GET` (or `HEAD`) `/boot.ipxe` and `/boot/<file>`, as axum's router answered them: a path
+/// `GET` (or `HEAD`) `/boot.ipxe`, `/boot/<file>` and `/report/<mac>`, as axum's router answered them: a path
 /// with more segments is 404, another method 405.
 async fn script(
     state: &BootState,
@@ -131,6 +139,15 @@ async fn script(
     };
     if route == Route::Generic {
         return boot::generic(state, client);
+    }
+    if route == Route::Report {
+        return match uri.path().strip_prefix("/report/").map(percent_decoded) {
+            Some(Some(mac)) if !mac.is_empty() && !mac.contains('/') => {
+                report::report(state, client, &mac, uri.query())
+            }
+            Some(None) => StatusCode::BAD_REQUEST.into_response(),
+            _ => StatusCode::NOT_FOUND.into_response(),
+        };
     }
     match uri.path().strip_prefix("/boot/") {
         Some(file) if !file.is_empty() && !file.contains('/') => match percent_decoded(file) {

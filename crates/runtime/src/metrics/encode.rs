@@ -14,12 +14,13 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 
+use bootvol_core::boot::report::Stage;
 use bootvol_core::model::sync::{SyncPassOutcome, SyncStatus};
 use bootvol_core::model::{Driver, ProvisionState};
 
 use super::labels::{
-    BmcCall, BmcResult, DHCP_ARCHES, DhcpMessage, DhcpResult, FileClass, Route, STATUSES,
-    ScriptKind, TftpResult, Transport, index_of,
+    BmcCall, BmcResult, DHCP_ARCHES, DhcpMessage, DhcpResult, FileClass, ReportDropped, Route,
+    STATUSES, ScriptKind, TftpResult, Transport, index_of,
 };
 use super::{Metrics, now_ms};
 
@@ -63,6 +64,7 @@ impl Collector for Scrape {
         encode_tftp(&mut e, m)?;
         encode_rebuilds(&mut e, m)?;
         encode_refusals(&mut e, m)?;
+        encode_reports(&mut e, m)?;
         encode_snapshot(&mut e, m)?;
         encode_health(&mut e, m)?;
         encode_dhcp(&mut e, m)?;
@@ -202,6 +204,31 @@ fn encode_refusals(e: &mut DescriptorEncoder, m: &Metrics) -> std::fmt::Result {
         "Neighbour resolutions not started because too many were in flight (the client was answered as unknown).",
         m.neighbour_overflow.get().map_or(0, |c| c.load(Relaxed)),
     )
+}
+
+/// Boot reports (`/report/<mac>`): recorded by stage, and those of known nodes not recorded.
+fn encode_reports(e: &mut DescriptorEncoder, m: &Metrics) -> std::fmt::Result {
+    let mut family = e.encode_descriptor(
+        "bootvol_boot_reports",
+        "Boot reports accepted from nodes' scripts, by stage and result (claims from the network, baremetal.node.boot_reported).",
+        None,
+        MetricType::Counter,
+    )?;
+    for (i, stage) in Stage::ALL.iter().enumerate() {
+        let labels = [("stage", stage.as_str()), ("result", stage.result())];
+        counter(family.encode_family(&labels)?, m.boot_reports[i].load(Relaxed))?;
+    }
+    let mut family = e.encode_descriptor(
+        "bootvol_boot_reports_dropped",
+        "Boot reports of known nodes not recorded: over the client's rate (limited) or with the event queue full (queue_full).",
+        None,
+        MetricType::Counter,
+    )?;
+    for (i, why) in ReportDropped::ALL.iter().enumerate() {
+        let value = m.boot_reports_dropped[i].load(Relaxed);
+        counter(family.encode_family(&[("reason", why.as_str())])?, value)?;
+    }
+    Ok(())
 }
 
 /// The snapshot being served: its generation, its age once there is one, its nodes by state.

@@ -12,12 +12,20 @@ pub enum Route {
     Files,
     Ipxe,
     Deploy,
+    Report,
     Other,
 }
 
 impl Route {
-    pub(super) const ALL: [Route; 6] =
-        [Route::Generic, Route::Script, Route::Files, Route::Ipxe, Route::Deploy, Route::Other];
+    pub(super) const ALL: [Route; 7] = [
+        Route::Generic,
+        Route::Script,
+        Route::Files,
+        Route::Ipxe,
+        Route::Deploy,
+        Route::Report,
+        Route::Other,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -26,7 +34,28 @@ impl Route {
             Route::Files => "/files/",
             Route::Ipxe => "/ipxe/",
             Route::Deploy => "/deploy/",
+            Route::Report => "/report/",
             Route::Other => "other",
+        }
+    }
+}
+
+/// Why a well-formed boot report of a known node was not recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReportDropped {
+    /// Its client sent more than its share (`http::report`'s limiter).
+    Limited,
+    /// The queue to the database was full.
+    QueueFull,
+}
+
+impl ReportDropped {
+    pub(super) const ALL: [ReportDropped; 2] = [ReportDropped::Limited, ReportDropped::QueueFull];
+
+    pub(super) fn as_str(self) -> &'static str {
+        match self {
+            ReportDropped::Limited => "limited",
+            ReportDropped::QueueFull => "queue_full",
         }
     }
 }

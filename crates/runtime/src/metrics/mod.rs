@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use prometheus_client::registry::Registry;
 
+use bootvol_core::boot::report::Stage;
 use bootvol_core::model::sync::SyncStatus;
 use bootvol_core::model::{Driver, ProvisionState};
 
@@ -33,8 +34,8 @@ use encode::Scrape;
 pub use histogram::AtomicHistogram;
 use histogram::{HTTP_BOUNDS, REBUILD_BOUNDS, TFTP_BOUNDS};
 pub use labels::{
-    BmcCall, BmcResult, DhcpMessage, DhcpResult, FileClass, Route, ScriptKind, TftpResult,
-    Transport,
+    BmcCall, BmcResult, DhcpMessage, DhcpResult, FileClass, ReportDropped, Route, ScriptKind,
+    TftpResult, Transport,
 };
 use labels::{DHCP_ARCHES, STATUSES, index_of};
 
@@ -70,6 +71,10 @@ pub struct Metrics {
     rebuild_failures: AtomicU64,
     /// Requests for a secret script (or a deploy token) that a second client claimed.
     secret_conflicts: AtomicU64,
+    /// `[stage]` in `Stage::ALL` order: boot reports recorded.
+    boot_reports: Vec<AtomicU64>,
+    /// `[reason]`: boot reports of known nodes not recorded.
+    boot_reports_dropped: Vec<AtomicU64>,
     /// Neighbour resolutions refused because too many were in flight (`neighbour`'s count).
     neighbour_overflow: std::sync::OnceLock<Arc<AtomicU64>>,
     generation: AtomicU64,
@@ -120,6 +125,8 @@ impl Metrics {
             rebuild_seconds: AtomicHistogram::new(REBUILD_BOUNDS),
             rebuild_failures: AtomicU64::new(0),
             secret_conflicts: AtomicU64::new(0),
+            boot_reports: zeros(Stage::ALL.len()),
+            boot_reports_dropped: zeros(ReportDropped::ALL.len()),
             neighbour_overflow: std::sync::OnceLock::new(),
             generation: AtomicU64::new(0),
             built_at_ms: AtomicU64::new(0),
@@ -247,6 +254,16 @@ impl Metrics {
     /// A second client claimed a node's secret script or deploy token (`boot_window`).
     pub fn secret_conflict(&self) {
         self.secret_conflicts.fetch_add(1, Relaxed);
+    }
+
+    /// A node's boot report was accepted (it is recorded as an event unless the queue is full).
+    pub fn boot_report(&self, stage: Stage) {
+        self.boot_reports[index_of(&Stage::ALL, stage)].fetch_add(1, Relaxed);
+    }
+
+    /// A boot report of a known node was not recorded.
+    pub fn boot_report_dropped(&self, why: ReportDropped) {
+        self.boot_reports_dropped[index_of(&ReportDropped::ALL, why)].fetch_add(1, Relaxed);
     }
 
     /// Where the neighbour table counts the resolutions it refused.
