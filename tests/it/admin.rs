@@ -1987,3 +1987,5 @@ fn every_admin_form_field_refuses_every_hostile_value_and_stores_nothing() {
     assert!(db.node_record("made").unwrap().is_none(), "no node was created");
     assert!(tried > 250, "{tried} ({} hostile values)", HOSTILE.len());
 }
+
+mod rack;
