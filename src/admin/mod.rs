@@ -667,6 +667,7 @@ async fn render_nodes(
         q => query.q.clone(), state => query.state.clone(), power => query.power.clone(),
         maintenance => query.maintenance.map(|m| if m { "1" } else { "0" }),
         problem => query.problem, drift => query.drift, narrowed => query.narrowed(),
+        per => query.per, per_sizes => rack::PAGE_SIZES.to_vec(),
         sort => query.href(&[("page", "")]),
     };
     state.render(

@@ -14,8 +14,11 @@ use serde::Serialize;
 use bootvol_control::conductor::states::{allowed, deletable};
 use bootvol_core::model::{NodeRecord, PowerState, ProvisionState};
 
-/// Rows shown on one page of the list.
+/// Rows shown on one page of the list unless `per` asks for another of [`PAGE_SIZES`].
 pub(super) const PAGE_SIZE: usize = 50;
+
+/// The page sizes the list offers (`per=`).
+pub(super) const PAGE_SIZES: [usize; 3] = [50, 100, 500];
 
 /// The longest `last_error` shown in a list row (the node page shows all of it).
 const ERROR_CHARS: usize = 100;
@@ -151,7 +154,7 @@ impl SortKey {
     }
 }
 
-/// `GET /admin/?q=&state=&power=&maintenance=&problem=&drift=&sort=&dir=&page=`, parsed; what
+/// `GET /admin/?q=&state=&power=&maintenance=&problem=&drift=&sort=&dir=&page=&per=`, parsed; what
 /// does not parse is ignored (the whole list).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct ListQuery {
@@ -165,6 +168,8 @@ pub(super) struct ListQuery {
     pub descending: bool,
     /// From 1.
     pub page: usize,
+    /// Rows a page: one of [`PAGE_SIZES`].
+    pub per: usize,
 }
 
 impl ListQuery {
@@ -191,6 +196,10 @@ impl ListQuery {
                 .map_or(SortKey::Name, |(k, _)| *k),
             descending: text("dir") == Some("desc"),
             page: text("page").and_then(|p| p.parse().ok()).filter(|p| *p >= 1).unwrap_or(1),
+            per: text("per")
+                .and_then(|p| p.parse().ok())
+                .filter(|p| PAGE_SIZES.contains(p))
+                .unwrap_or(PAGE_SIZE),
         }
     }
 
@@ -260,6 +269,7 @@ impl ListQuery {
             ("sort", if self.sort == SortKey::Name { "" } else { self.sort.name() }.to_owned()),
             ("dir", if self.descending { "desc" } else { "" }.to_owned()),
             ("page", if self.page == 1 { String::new() } else { page }),
+            ("per", if self.per == PAGE_SIZE { String::new() } else { self.per.to_string() }),
         ];
         for (key, value) in changes {
             match pairs.iter_mut().find(|(k, _)| k == key) {
@@ -337,10 +347,10 @@ pub(super) fn page(rows: Vec<Summary>, query: &ListQuery) -> Page {
         order.then_with(|| a.name.cmp(&b.name))
     });
     let total = rows.len();
-    let pages = total.div_ceil(PAGE_SIZE).max(1);
+    let pages = total.div_ceil(query.per).max(1);
     let page = query.page.min(pages);
-    let start = (page - 1) * PAGE_SIZE;
-    let rows: Vec<Summary> = rows.into_iter().skip(start).take(PAGE_SIZE).collect();
+    let start = (page - 1) * query.per;
+    let rows: Vec<Summary> = rows.into_iter().skip(start).take(query.per).collect();
     let (first, last) = if rows.is_empty() { (0, 0) } else { (start + 1, start + rows.len()) };
     Page { rows, first, last, total, all, page, pages }
 }
@@ -580,6 +590,11 @@ mod tests {
         assert_eq!(page(rack(), &query(&[("power", "unknown")])).total, 1);
         assert_eq!(page(rack(), &query(&[("drift", "1")])).rows[0].name, "node-253");
         assert_eq!(page(rack(), &query(&[("state", "no such state")])).total, 500);
+        let hundred = page(rack(), &query(&[("per", "100"), ("page", "2")]));
+        assert_eq!((hundred.first, hundred.last, hundred.pages), (101, 200, 5));
+        assert_eq!(page(rack(), &query(&[("per", "500")])).rows.len(), 500);
+        assert_eq!(page(rack(), &query(&[("per", "7")])).rows.len(), PAGE_SIZE, "only 50/100/500");
+        assert_eq!(query(&[("per", "100"), ("page", "2")]).href(&[]), "/admin/?page=2&per=100");
         let counts = attention(&rack(), 2);
         assert_eq!(
             counts,

@@ -2388,3 +2388,5 @@ fn a_refused_form_is_summed_up_at_the_top_with_the_field_focused() {
     let message = &message[..message.find("</div>").unwrap()];
     assert_eq!(message.matches("volume target").count(), 1, "said once: {message}");
 }
+
+mod rack;
