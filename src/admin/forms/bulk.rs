@@ -42,38 +42,51 @@ pub(in crate::admin) async fn bulk(
         if field(&form, "scope") == "all" {
             return all_matching(&state, &form, &back, which, target).await;
         }
-        if picked.is_empty() {
-            return refused("No node was selected: tick the nodes first.".into());
-        }
-        let mut records = Vec::new();
-        for key in &picked {
-            match state.nodes().node(key).await {
-                Ok(record) => records.push(record),
-                Err(e) => return refused(format!("Nothing was done: {e}")),
-            }
-        }
-        let names: Vec<String> = records.iter().map(|r| r.node.name.clone()).collect();
-        let listed = names.join(", ");
-        if needs_confirmation(which, target) && field(&form, "confirm") != listed {
-            let mut fields: Vec<(String, String)> =
-                records.iter().map(|r| ("node".to_owned(), r.node.uuid.clone())).collect();
-            fields.push(("action".into(), action.into()));
-            fields.push(("back".into(), back.clone()));
-            fields.push(("confirm".into(), listed.clone()));
-            let label = label(which, target);
-            return Outcome::Confirm(Box::new(Confirm {
-                what: format!("{label} {} node(s)", records.len()),
-                consequence: format!("{label} these {} node(s): {listed}.", records.len()),
-                action: "/admin/bulk".into(),
-                fields,
-                back: back.clone(),
-            }));
-        }
-        let nodes: Vec<(String, String)> =
-            records.into_iter().map(|r| (r.node.uuid, r.node.name)).collect();
-        apply(&state, &nodes, which, target, &back).await
+        ticked(&state, &form, &picked, &back, (which, target, action)).await
     })
     .await
+}
+
+/// The ticked nodes (`node`, repeated) of a bulk form: looked up, confirmed when the action
+/// needs it (the confirmation names them), then acted on one by one.
+async fn ticked(
+    state: &AdminState,
+    form: &HashMap<String, String>,
+    picked: &[String],
+    back: &str,
+    (which, target, action): (&'static str, &str, &str),
+) -> Outcome {
+    let refused = |message: String| Outcome::Done { to: back.to_owned(), message, bad: true };
+    if picked.is_empty() {
+        return refused("No node was selected: tick the nodes first.".into());
+    }
+    let mut records = Vec::new();
+    for key in picked {
+        match state.nodes().node(key).await {
+            Ok(record) => records.push(record),
+            Err(e) => return refused(format!("Nothing was done: {e}")),
+        }
+    }
+    let names: Vec<String> = records.iter().map(|r| r.node.name.clone()).collect();
+    let listed = names.join(", ");
+    if needs_confirmation(which, target) && field(form, "confirm") != listed {
+        let mut fields: Vec<(String, String)> =
+            records.iter().map(|r| ("node".to_owned(), r.node.uuid.clone())).collect();
+        fields.push(("action".into(), action.into()));
+        fields.push(("back".into(), back.to_owned()));
+        fields.push(("confirm".into(), listed.clone()));
+        let label = label(which, target);
+        return Outcome::Confirm(Box::new(Confirm {
+            what: format!("{label} {} node(s)", records.len()),
+            consequence: format!("{label} these {} node(s): {listed}.", records.len()),
+            action: "/admin/bulk".into(),
+            fields,
+            back: back.to_owned(),
+        }));
+    }
+    let nodes: Vec<(String, String)> =
+        records.into_iter().map(|r| (r.node.uuid, r.node.name)).collect();
+    apply(state, &nodes, which, target, back).await
 }
 
 /// What the action is called in a confirmation ("Power off", "Maintenance on").

@@ -59,7 +59,8 @@ pub fn script_for(
         ProvisionState::WaitCallBack => BootContext::deploy(record, settings)
             .map(|c| (Scenario::Hba { force_deployment: true }, c)),
         _ => {
-            let mut script = default_script(templates, settings, Some(record), "not-deployed", None);
+            let mut script =
+                default_script(templates, settings, Some(record), "not-deployed", None);
             script.problem_once_deployed = decide(record, default_storage)
                 .and_then(|scenario| BootContext::new(record, scenario, settings))
                 .err()
