@@ -621,3 +621,46 @@ fn real_openstacksdk_speaks_ironics_vocabulary() {
     );
     assert!(output.status.success() && text.contains("ALL OK"), "openstacksdk flow:\n{text}");
 }
+
+/// Ironic's own API test suite (ironic-tempest-plugin 3.2.0's `ironic_tempest_plugin.tests.api`
+/// with tempest 47.0.0, unmodified) against `bootvol serve` with noauth, behind
+/// tests/tempest/identity.py, through tests/tempest/run.sh. Issue 26's goal is 0 failures;
+/// today chassis (POST /v1/chassis refused) fail 214 of the 217 failing tests and the routes
+/// without /v1 and the driver properties the other 3, so this asserts what honestly holds:
+/// the whole suite runs (277 tests), at least the 17 that pass today pass, no more than 217
+/// fail, and the 43 skips are the ones for microversions above 1.38, Neutron or a console.
+#[test]
+#[allow(clippy::disallowed_methods)]
+fn tempest_api_suite() {
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let venv = repo.join("target/tempest-venv");
+    if !venv.join("bin/tempest").exists() {
+        let required = std::env::var("BOOTVOL_REQUIRE_API_CLIENTS").is_ok_and(|v| v == "1");
+        assert!(!required, "BOOTVOL_REQUIRE_API_CLIENTS=1 but {} is missing", venv.display());
+        eprintln!(
+            "skipped: no tempest venv at {} (run tests/tempest/setup-venv.sh)",
+            venv.display()
+        );
+        return;
+    }
+    let out = std::process::Command::new(repo.join("tests/tempest/run.sh"))
+        .env("BOOTVOL_BIN", env!("CARGO_BIN_EXE_bootvol"))
+        .env("TEMPEST_VENV", &venv)
+        .output()
+        .expect("tests/tempest/run.sh runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "run.sh failed: {text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let last = text.lines().rfind(|l| l.starts_with("tempest: passed=")).expect("counts line");
+    let count = |name: &str| -> u32 {
+        let field = last.split_whitespace().find_map(|f| f.strip_prefix(name)).unwrap();
+        field.parse().unwrap()
+    };
+    let (passed, failed, skipped) = (count("passed="), count("failed="), count("skipped="));
+    assert_eq!(passed + failed + skipped, 277, "the whole suite ran: {last}");
+    assert!(passed >= 17 && failed <= 217, "fewer pass than before issue 26: {last}\n{text}");
+    assert_eq!(skipped, 43, "skips changed: {last}");
+}
