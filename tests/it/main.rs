@@ -13,6 +13,7 @@ mod dhcp;
 mod flood;
 mod fuzz_corpora;
 mod hostile;
+mod iscsi_probe;
 mod keystone;
 mod listener;
 mod logs;
