@@ -111,3 +111,10 @@ pub(crate) fn probe_replies(data: &[u8]) {
         }
     }
 }
+
+/// Bytes as a target's answers to the iSCSI probe: PDUs (each re-encoded to itself), their
+/// text, CHAP, SCSI sense, REPORT LUNS and READ CAPACITY, fed to the login machine
+/// (`bootvol_iscsi::check_bytes`).
+pub(crate) fn iscsi_login(data: &[u8]) {
+    let _ = bootvol_iscsi::check_bytes(data);
+}

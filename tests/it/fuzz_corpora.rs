@@ -50,3 +50,11 @@ fn json_patch_corpus() {
 fn probe_replies_corpus() {
     replay("probe_replies", common::probe_replies);
 }
+
+#[test]
+fn iscsi_login_corpus() {
+    replay("iscsi_login", common::iscsi_login);
+    // The seeds are PDUs the machine reads, not noise: a whole login, LUN check and logout.
+    let stream = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/iscsi_login/stream");
+    assert_eq!(bootvol_iscsi::check_bytes(&std::fs::read(stream).unwrap()), 7);
+}

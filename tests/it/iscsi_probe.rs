@@ -6,6 +6,8 @@
 //! portal that refuses and one that does not answer (tgtd stopped with SIGSTOP). It leaves no
 //! session behind and writes nothing.
 //!
+//! `tests/it/probe.rs` runs `bootvol probe` against the same target ([`setup`]).
+//!
 //! Needs root and tgtd; without them it says "skipped: ..." and passes, unless
 //! `BOOTVOL_REQUIRE_E2E=1` (CI), where it fails.
 
@@ -16,13 +18,13 @@ use std::time::{Duration, Instant};
 use bootvol_iscsi::{Credentials, ProbeOutcome, ProbeRequest};
 
 const SOCKET_DIR: &str = "/var/run/tgtd";
-const CHAP_TARGET: &str = "iqn.2026-12.test.bootvol:probe-chap";
+pub(crate) const CHAP_TARGET: &str = "iqn.2026-12.test.bootvol:probe-chap";
 const OPEN_TARGET: &str = "iqn.2026-12.test.bootvol:probe-open";
-const NODE: &str = "iqn.2026-12.test.bootvol.node:n1";
-const LUN_SIZE: u64 = 24 * 1024 * 1024;
+pub(crate) const NODE: &str = "iqn.2026-12.test.bootvol.node:n1";
+pub(crate) const LUN_SIZE: u64 = 24 * 1024 * 1024;
 
 /// A private tgtd, torn down as it needs (targets deleted with `--force`, then the system).
-struct Tgtd {
+pub(crate) struct Tgtd {
     control: String,
     child: Child,
     port: u16,
@@ -73,7 +75,7 @@ impl Tgtd {
             .is_ok_and(|s| s.success())
     }
 
-    fn admin(&self, args: &[&str]) -> String {
+    pub(crate) fn admin(&self, args: &[&str]) -> String {
         let out = command("tgtadm")
             .args(["-C", &self.control, "--lld", "iscsi"])
             .args(args)
@@ -98,7 +100,7 @@ impl Tgtd {
         self.admin(&[&bind[..], out].concat());
     }
 
-    fn portal(&self) -> String {
+    pub(crate) fn portal(&self) -> String {
         format!("127.0.0.1:{}", self.port)
     }
 
@@ -148,7 +150,7 @@ fn free_port() -> u16 {
 
 /// Whether tgtd can run here; says why not, and fails under `BOOTVOL_REQUIRE_E2E=1`.
 #[allow(clippy::disallowed_methods)] // the test suite's own switch
-fn tgtd_available() -> bool {
+pub(crate) fn tgtd_available() -> bool {
     let root = nix::unistd::geteuid().is_root();
     let tools = ["tgtd", "tgtadm", "setpriv"].iter().all(|t| {
         command("sh")
@@ -202,7 +204,7 @@ fn login_status(outcome: &ProbeOutcome) -> Option<(u8, u8)> {
     }
 }
 
-fn setup(dir: &Path) -> (Tgtd, PathBuf) {
+pub(crate) fn setup(dir: &Path) -> (Tgtd, PathBuf) {
     let disk = dir.join("disk.img");
     let file = std::fs::File::create(&disk).unwrap();
     file.set_len(LUN_SIZE).unwrap();

@@ -1,7 +1,8 @@
 //! `bootvol probe` against real targets, run as an operator runs it: vblade (AoE) on a veth pair
 //! and nfs-ganesha with rpcbind (NFS root, MOUNT's export list) in network namespaces; HTTP SAN
 //! against bootvol's own `/files/` (ranges) and python's `http.server` (no ranges); the exit
-//! codes; a powered-on node skipped unless `--live`; FCoE and HBA said not probeable; and the
+//! codes; iSCSI against a real tgtd (CHAP, mutual CHAP, an ACL: each failure in the target's
+//! words); a powered-on node skipped unless `--live`; FCoE and HBA said not probeable; and the
 //! background pass of `[probe] interval` recording what it found.
 
 use std::path::Path;
@@ -460,6 +461,106 @@ fn admin_page_probes_and_shows_the_result(base: &str) {
 
 /// What the iSCSI arm is handed: per volume, the portals of each IQN and LUN, the initiator
 /// name and CHAP the node's script sets; the other kinds as their scripts name them.
+/// `bootvol probe` on iSCSI nodes against a real tgtd (tests/it/iscsi_probe.rs's target: CHAP,
+/// mutual CHAP, an initiator ACL): the node as configured logs in (exit 0, the LUN's size); a
+/// wrong CHAP secret, a node outside the ACL and a missing LUN each fail (exit 1) with the
+/// target's own reason, and no secret is printed.
+#[test]
+fn iscsi_probe_logs_in_as_each_node_and_says_why_it_cannot() {
+    use crate::iscsi_probe::{CHAP_TARGET, NODE, setup, tgtd_available};
+    if !tgtd_available() {
+        return;
+    }
+    let app = appliance("http://127.0.0.1:8080", "");
+    std::fs::create_dir_all(app.path("tgt")).unwrap();
+    let (tgtd, _disk) = setup(&app.path("tgt"));
+    let portal = tgtd.portal();
+    let closed = format!("127.0.0.1:{}", free_port());
+    let san = |name: &str, mac: &str, initiator: &str, secret: &str, lun: u32| {
+        node(
+            name,
+            mac,
+            "iscsi_boot:true",
+            json!({
+            "volume_connectors": [{"type": "iqn", "connector_id": initiator}],
+            "volume_targets": [{"volume_type": "iscsi", "boot_index": 0,
+                "volume_id": format!("vol-{name}"),
+                "properties": {"target_iqn": CHAP_TARGET, "target_portal": portal,
+                    "target_lun": lun, "auth_method": "CHAP", "auth_username": "bfvuser",
+                    "auth_password": secret, "auth_reverse_username": "tgtout",
+                    "auth_reverse_password": "outsecret1234"}}]}),
+        )
+    };
+    let stranger = "iqn.2026-12.test.bootvol.node:stranger";
+    // Each node has its own initiator name (an inventory holds each once); the ACL has all
+    // but the stranger's.
+    let n = |i: u32| format!("iqn.2026-12.test.bootvol.node:n{i}");
+    let (n2, n4, n5, n6, n7) = (n(2), n(4), n(5), n(6), n(7));
+    for initiator in [&n2, &n4, &n5, &n6, &n7] {
+        let bind = ["--op", "bind", "--mode", "target", "--tid", "1", "--initiator-name"];
+        tgtd.admin(&[&bind[..], &[initiator]].concat());
+    }
+    app.apply(json!([
+        san("iscsi-ok", "52:54:00:0a:11:01", NODE, "bfvsecret12345", 1),
+        san("iscsi-wrong-chap", "52:54:00:0a:11:02", &n2, "wrongsecret99", 1),
+        san("iscsi-stranger", "52:54:00:0a:11:03", stranger, "bfvsecret12345", 1),
+        san("iscsi-no-lun", "52:54:00:0a:11:04", &n4, "bfvsecret12345", 5),
+        edit(
+            san("iscsi-wrong-mutual", "52:54:00:0a:11:05", &n5, "bfvsecret12345", 1),
+            "auth_reverse_password",
+            "wrongsecret99"
+        ),
+        edit(
+            san("iscsi-no-target", "52:54:00:0a:11:06", &n6, "bfvsecret12345", 1),
+            "target_iqn",
+            "iqn.2026-12.test.bootvol:nothing-here"
+        ),
+        edit(
+            san("iscsi-refused", "52:54:00:0a:11:07", &n7, "bfvsecret12345", 1),
+            "target_portal",
+            &closed
+        ),
+    ]));
+    let run = |name: &str| {
+        let output = probe(&app, None, &["--node", name]);
+        let out = text(&output);
+        for secret in ["bfvsecret12345", "outsecret1234", "wrongsecret99"] {
+            assert!(!out.contains(secret), "a secret printed: {out}");
+        }
+        (output.status.code(), out)
+    };
+    let (code, out) = run("iscsi-ok");
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains("vol-iscsi-ok (iscsi)") && out.contains("login ok, LUN 1 24 MiB"),
+        "{out}"
+    );
+    let (code, out) = run("iscsi-wrong-chap");
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("CHAP rejected: authentication failure (0x0201)"), "{out}");
+    let (code, out) = run("iscsi-stranger");
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains(&format!("initiator {stranger} not in its ACL")), "{out}");
+    let (code, out) = run("iscsi-no-lun");
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("LUN 5 missing (target has 0, 1)"), "{out}");
+    let (code, out) = run("iscsi-wrong-mutual");
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("mutual CHAP failed: the target's CHAP_R does not match"), "{out}");
+    let (code, out) = run("iscsi-no-target");
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("target iqn.2026-12.test.bootvol:nothing-here not found"), "{out}");
+    let (code, out) = run("iscsi-refused");
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains(&format!("portal {closed} refused the connection")), "{out}");
+}
+
+/// `node` with its first volume target's property `key` set to `value`.
+fn edit(mut node: Value, key: &str, value: &str) -> Value {
+    node["volume_targets"][0]["properties"][key] = json!(value);
+    node
+}
+
 #[test]
 fn the_plan_is_what_the_scripts_attach() {
     use bootvol_core::probe::aoe::Address;

@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 const LAYERS: &[(&str, u8)] = &[
     ("bootvol-core", 0),
     ("bootvol-tftp", 0),
+    ("bootvol-iscsi", 0),
     ("bootvol-db", 1),
     ("bootvol-runtime", 1),
     ("bootvol-edge", 2),
@@ -27,6 +28,7 @@ const KEPT_OUT: &[(&str, &[&str])] = &[
     // The pure core: no runtime, no I/O libraries.
     ("bootvol-core", &["tokio", "rusqlite", "postgres", "reqwest", "bcrypt", "axum", "hyper"]),
     ("bootvol-tftp", &["rusqlite", "postgres", "reqwest", "bcrypt", "axum", "hyper"]),
+    ("bootvol-iscsi", &["rusqlite", "postgres", "reqwest", "bcrypt", "axum", "hyper"]),
     ("bootvol-runtime", &["rusqlite", "postgres", "reqwest", "bcrypt", "axum", "hyper"]),
     ("bootvol-db", &["reqwest", "bcrypt", "axum", "hyper"]),
     ("bootvol-control", &["bcrypt", "axum"]),
@@ -218,6 +220,7 @@ fn a_boot_edge_that_reaches_sql_is_named_with_the_path() {
     let members = [
         "bootvol-core",
         "bootvol-tftp",
+        "bootvol-iscsi",
         "bootvol-db",
         "bootvol-runtime",
         "bootvol-edge",

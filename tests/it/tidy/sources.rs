@@ -189,6 +189,13 @@ pub(super) const SANS_IO: &[&str] = &[
     "crates/core/src/probe/aoe.rs",
     "crates/core/src/probe/rpc.rs",
     "crates/core/src/probe/plan.rs",
+    "crates/iscsi/src/pdu.rs",
+    "crates/iscsi/src/text.rs",
+    "crates/iscsi/src/chap.rs",
+    "crates/iscsi/src/status.rs",
+    "crates/iscsi/src/scsi.rs",
+    "crates/iscsi/src/login.rs",
+    "crates/iscsi/src/outcome.rs",
 ];
 
 /// Crates and paths that do I/O.

@@ -112,7 +112,10 @@ impl Prober {
     }
 
     async fn target(&self, target: &Target) -> TargetResult {
-        let limit = self.timeout * 3 + Duration::from_secs(1);
+        let limit = match &target.kind {
+            TargetKind::Iscsi(iscsi) => iscsi::limit(iscsi, self.timeout),
+            _ => self.timeout * 3 + Duration::from_secs(1),
+        };
         let (status, text) = match tokio::time::timeout(limit, self.dispatch(&target.kind)).await {
             Ok(found) => found,
             Err(_) => (Status::Failed, format!("no answer within {}s", limit.as_secs())),
