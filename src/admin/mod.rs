@@ -45,6 +45,7 @@ use axum::extract::{ConnectInfo, Extension, Form, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
+use bootvol_edge::http::report::REPORT_EVENT;
 use minijinja::{Environment, context};
 use serde::Serialize;
 
@@ -624,11 +625,20 @@ async fn render_nodes(
     // node uses which volume (for the sync panel's links).
     // Each row's scenario and boot problem are what the boot snapshot serves (one decision).
     let snapshot = state.api.snapshot();
+    // Each node's last boot report: a failure is shown on its row and needs attention.
+    let reports = match state.nodes().last_events_of_type(REPORT_EVENT).await {
+        Ok(reports) => reports,
+        Err(e) => {
+            problem = problem.or(Some(format!("reading the boot reports: {e}")));
+            HashMap::new()
+        }
+    };
     let folded = state
         .nodes()
         .fold_nodes(ListFold::default(), move |fold, r| {
             let boot = rack::NodeBoot::of(&snapshot, &r.node.uuid);
-            fold.rows.push(rack::Summary::of(r, boot, &drifted));
+            let row = rack::Summary::of(r, boot, &drifted);
+            fold.rows.push(row.with_report(reports.get(&r.node.uuid)));
             fold.known.extend(r.ports.iter().map(|p| p.address));
             for t in &r.volume_targets {
                 fold.volumes

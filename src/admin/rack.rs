@@ -45,6 +45,8 @@ pub(super) struct Summary {
     pub error_line: Option<String>,
     /// One of the node's volumes drifted in the last Cinder sync pass.
     pub drift: bool,
+    /// The node's last boot report, when it was a failure (its message: "sanhook failed: ...").
+    pub boot_failed: Option<String>,
 }
 
 /// What the boot snapshot says of a node: the scenario of the script it serves and why the
@@ -90,7 +92,17 @@ impl Summary {
             last_error: n.last_error.clone(),
             error_line: n.last_error.as_deref().map(one_line),
             drift: record.volume_targets.iter().any(|t| drifted.contains(&t.volume_id)),
+            boot_failed: None,
         }
+    }
+
+    /// The row with the node's last boot report (the payload of its newest
+    /// `baremetal.node.boot_reported`): a failure is shown and needs attention.
+    pub(super) fn with_report(mut self, report: Option<&serde_json::Value>) -> Summary {
+        self.boot_failed = report.filter(|r| boot_report_needs_attention(r)).map(|r| {
+            r["message"].as_str().map_or_else(|| "a boot step failed".to_owned(), str::to_owned)
+        });
+        self
     }
 
     fn failed(&self) -> bool {
@@ -108,6 +120,7 @@ impl Summary {
             || self.maintenance
             || self.drift
             || self.boot_problem.is_some()
+            || self.boot_failed.is_some()
     }
 }
 
@@ -242,6 +255,7 @@ impl ListQuery {
         let boot = |text: &str| text.to_lowercase().contains(&q);
         if boot(&s.scenario)
             || s.boot_problem.as_deref().is_some_and(|p| boot(p) || boot(NOT_BOOTABLE))
+            || s.boot_failed.as_deref().is_some_and(|r| boot(r) || boot(BOOT_FAILED))
         {
             return true;
         }
@@ -358,6 +372,9 @@ pub(super) fn page(rows: Vec<Summary>, query: &ListQuery) -> Page {
 /// The words a row shows before a boot problem (searching them finds every such node).
 pub(super) const NOT_BOOTABLE: &str = "not bootable";
 
+/// The words a row shows before its last boot report when that was a failure.
+pub(super) const BOOT_FAILED: &str = "last boot failed";
+
 /// Whether a node's last boot report (the payload of its newest
 /// `baremetal.node.boot_reported`) needs attention: its script reported a failure.
 pub(super) fn boot_report_needs_attention(report: &serde_json::Value) -> bool {
@@ -374,6 +391,8 @@ pub(super) struct Attention {
     /// Nodes that cannot boot their volume: served the default script, or would be once
     /// deployed.
     pub not_bootable: usize,
+    /// Nodes whose last boot report was a failure.
+    pub boot_failed: usize,
     pub unknown_macs: usize,
 }
 
@@ -384,6 +403,7 @@ impl Attention {
             + self.maintenance
             + self.drift
             + self.not_bootable
+            + self.boot_failed
             + self.unknown_macs
             > 0
     }
@@ -396,6 +416,7 @@ pub(super) fn attention(rows: &[Summary], unknown_macs: usize) -> Attention {
         maintenance: rows.iter().filter(|s| s.maintenance).count(),
         drift: rows.iter().filter(|s| s.drift).count(),
         not_bootable: rows.iter().filter(|s| s.boot_problem.is_some()).count(),
+        boot_failed: rows.iter().filter(|s| s.boot_failed.is_some()).count(),
         unknown_macs,
     }
 }
@@ -530,6 +551,7 @@ mod tests {
             last_error: None,
             error_line: None,
             drift: false,
+            boot_failed: None,
         }
     }
 
@@ -549,6 +571,11 @@ mod tests {
         rows[255].boot_problem = Some("volume target boot_index 0 has no target_iqn".into());
         rows[256].scenario = "not-deployed".into();
         rows[256].boot_problem = Some("capability iscsi_boot is true but no target".into());
+        let failed = serde_json::json!({"result": "failed",
+            "message": "sanhook failed: 0x410de13c Operation not permitted (iSCSI login)"});
+        rows[257] = rows[257].clone().with_report(Some(&failed));
+        let served = serde_json::json!({"result": "ok", "message": "script received"});
+        rows[258] = rows[258].clone().with_report(Some(&served));
         rows
     }
 
@@ -585,7 +612,7 @@ mod tests {
         assert_eq!((last.page, last.first, last.last), (10, 451, 500));
         let failed = page(rack(), &query(&[("state", "deploy failed")]));
         assert_eq!(failed.total, 1);
-        assert_eq!(page(rack(), &query(&[("problem", "1")])).total, 6);
+        assert_eq!(page(rack(), &query(&[("problem", "1")])).total, 7);
         assert_eq!(page(rack(), &query(&[("maintenance", "1")])).total, 1);
         assert_eq!(page(rack(), &query(&[("power", "unknown")])).total, 1);
         assert_eq!(page(rack(), &query(&[("drift", "1")])).rows[0].name, "node-253");
@@ -604,13 +631,14 @@ mod tests {
                 maintenance: 1,
                 drift: 1,
                 not_bootable: 2,
+                boot_failed: 1,
                 unknown_macs: 2
             }
         );
         assert!(counts.any());
         assert!(!attention(&[row(1)], 0).any());
         // The boot problems are found by their words, by "not bootable" and by scenario.
-        for q in ["not bootable", "target_iqn", "invalid"] {
+        for q in ["not bootable", "target_iqn", "invalid", "last boot failed", "iscsi login"] {
             assert!(page(rack(), &query(&[("q", q)])).total >= 1, "{q}");
         }
         assert_eq!(page(rack(), &query(&[("q", "not bootable")])).total, 2);

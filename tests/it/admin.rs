@@ -699,11 +699,27 @@ fn the_last_boot_report_is_on_the_node_page() {
     assert!(row.contains("(not from the node's neighbour)"), "{row}");
     assert!(row.contains("ipxe.org"), "{row}");
     assert!(body.contains("id=\"boot-failure\""), "no banner: {body}");
+    // The list counts it in "needs attention", shows it on the row, and finds it by its words.
+    let list = |path: &str| admin.call("GET", path, None, &[("Cookie", &cookie)]).body;
+    let body = list("/admin/");
+    assert!(body.contains("<span class=\"n\">1</span> whose last boot failed</a>"), "{body}");
+    assert!(
+        body.contains("last boot failed: sanhook failed: 0x410d613c Operation not permitted"),
+        "{body}"
+    );
+    for path in ["/admin/?q=last%20boot%20failed", "/admin/?problem=1", "/admin/?q=not%20permitted"]
+    {
+        assert!(list(path).contains("node-8"), "{path} does not find node-8");
+    }
     assert_eq!(report("stage=script"), 200);
     let body = shown("script received");
     let row = &body[body.find("id=\"boot-report\"").unwrap()..];
     assert!(row.starts_with("id=\"boot-report\">"), "{row}");
     assert!(!body.contains("id=\"boot-failure\""), "a success still shows the failure's banner");
+    // The success replaces the failure: the list no longer counts it.
+    let body = list("/admin/");
+    assert!(!body.contains("whose last boot failed"), "{body}");
+    assert!(!list("/admin/?q=last%20boot%20failed").contains("node-8"));
 }
 
 #[test]

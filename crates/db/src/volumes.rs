@@ -178,6 +178,23 @@ impl Db {
         events.reverse();
         Ok(events)
     }
+
+    /// Each node's newest event of `event_type` (its UUID and payload), one per node that has
+    /// one: the nodes list reads every node's last boot report this way.
+    pub fn last_events_of_type(&self, event_type: &str) -> Result<Vec<(String, Value)>, DbError> {
+        let rows = self.conn.query(
+            "SELECT e.node_uuid, e.payload FROM events e JOIN (SELECT node_uuid, MAX(id) AS id \
+             FROM events WHERE event_type = ?1 AND node_uuid IS NOT NULL GROUP BY node_uuid) m \
+             ON e.id = m.id",
+            args![event_type],
+        )?;
+        rows.iter()
+            .map(|row| {
+                let payload: String = row.get(1)?;
+                Ok((row.get(0)?, serde_json::from_str(&payload).unwrap_or(Value::Null)))
+            })
+            .collect()
+    }
 }
 
 /// Events waiting for webhook delivery.

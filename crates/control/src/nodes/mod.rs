@@ -225,6 +225,15 @@ impl NodeService {
         Ok(self.db().run(move |db| db.events(Some(&node), limit)).await?)
     }
 
+    /// Each node's newest event of `event_type`, by node UUID (its payload as stored).
+    pub async fn last_events_of_type(
+        &self,
+        event_type: &'static str,
+    ) -> Result<std::collections::HashMap<String, serde_json::Value>, NodeError> {
+        let found = self.db().run(move |db| db.last_events_of_type(event_type)).await?;
+        Ok(found.into_iter().collect())
+    }
+
     /// The last Cinder sync pass and the volume attachments counted by state.
     pub async fn sync_overview(
         &self,
