@@ -134,7 +134,10 @@ impl Drop for Tgtd {
 
 /// A management socket number no other tgtd uses (above the range tests/e2e takes).
 fn free_control_number() -> u32 {
-    let start = std::process::id() % 800;
+    // Tests of one process start their tgtd at once: each takes the next number of its own.
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let mine = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) * 97;
+    let start = (std::process::id() + mine) % 800;
     (0..800)
         .map(|i| 1000 + (start + i) % 800)
         .find(|n| {
