@@ -18,7 +18,7 @@
 //! API calls (never through the API's routes, and never around the core to `db`); a node's
 //! script, scenario and boot problem are read from the boot snapshot the boot edge serves
 //! (`ApiState::snapshot`), never decided here again; the words and confirmations of actions are
-//! `actions`'. Like the API, secrets are masked before anything reaches a
+//! `actions`'; the nodes list's rows are made from what `rows` reads. Like the API, secrets are masked before anything reaches a
 //! template. The password form (`password.rs`) sets the logged-in user's own password in the
 //! htpasswd file, which the running process reloads.
 //!
@@ -34,6 +34,7 @@ mod node;
 mod password;
 mod probe;
 mod rack;
+mod rows;
 mod session;
 
 use std::collections::HashMap;
@@ -45,7 +46,6 @@ use axum::extract::{ConnectInfo, Extension, Form, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
-use bootvol_edge::http::report::REPORT_EVENT;
 use minijinja::{Environment, context};
 use serde::Serialize;
 
@@ -619,26 +619,17 @@ async fn render_nodes(
         Ok((Some(last), _)) => rack::sync_lines(&last.message),
         _ => Vec::new(),
     };
-    let drifted: std::collections::HashSet<String> =
-        drift_lines.iter().filter(|l| l.kind == "drift").filter_map(|l| l.volume.clone()).collect();
     // One pass over the nodes, a page at a time: a summary row each, the known MACs, and which
     // node uses which volume (for the sync panel's links).
     // Each row's scenario and boot problem are what the boot snapshot serves (one decision).
-    let snapshot = state.api.snapshot();
-    // Each node's last boot report: a failure is shown on its row and needs attention.
-    let reports = match state.nodes().last_events_of_type(REPORT_EVENT).await {
-        Ok(reports) => reports,
-        Err(e) => {
-            problem = problem.or(Some(format!("reading the boot reports: {e}")));
-            HashMap::new()
-        }
-    };
+    let inputs = rows::RowInputs::read(state, &drift_lines).await.unwrap_or_else(|e| {
+        problem = problem.clone().or(Some(format!("reading the boot reports: {e}")));
+        rows::RowInputs::read_without_reports(state, &drift_lines)
+    });
     let folded = state
         .nodes()
         .fold_nodes(ListFold::default(), move |fold, r| {
-            let boot = rack::NodeBoot::of(&snapshot, &r.node.uuid);
-            let row = rack::Summary::of(r, boot, &drifted);
-            fold.rows.push(row.with_report(reports.get(&r.node.uuid)));
+            fold.rows.push(inputs.row(r));
             fold.known.extend(r.ports.iter().map(|p| p.address));
             for t in &r.volume_targets {
                 fold.volumes

@@ -11,7 +11,6 @@ use sha2::{Digest, Sha256};
 
 use super::*;
 use crate::admin::rack::{ListQuery, Summary};
-use bootvol_edge::http::report::REPORT_EVENT;
 
 /// The names a message lists before "and N more".
 const NAMES_SHOWN: usize = 20;
@@ -121,24 +120,17 @@ pub(in crate::admin) fn digest(rows: &[Summary]) -> String {
 /// Every node `query`'s search and filters match now, by name, as the list would show them
 /// over all its pages.
 async fn matching(state: &AdminState, query: &ListQuery) -> Result<Vec<Summary>, NodeError> {
-    // The rows the list shows: scenario and boot problem as the boot snapshot serves them, the
-    // last boot report as the list reads it.
-    let snapshot = state.api.snapshot();
-    let drifted: std::collections::HashSet<String> = match state.nodes().sync_overview().await? {
-        (Some(last), _) => crate::admin::rack::sync_lines(&last.message)
-            .into_iter()
-            .filter(|l| l.kind == "drift")
-            .filter_map(|l| l.volume)
-            .collect(),
-        _ => Default::default(),
+    // The rows the list shows, made as the list makes them.
+    let drift_lines = match state.nodes().sync_overview().await? {
+        (Some(last), _) => crate::admin::rack::sync_lines(&last.message),
+        _ => Vec::new(),
     };
-    let reports = state.nodes().last_events_of_type(REPORT_EVENT).await?;
+    let inputs = crate::admin::rows::RowInputs::read(state, &drift_lines).await?;
     let query = query.clone();
     let mut rows = state
         .nodes()
         .fold_nodes(Vec::new(), move |rows, r| {
-            let boot = crate::admin::rack::NodeBoot::of(&snapshot, &r.node.uuid);
-            let row = Summary::of(r, boot, &drifted).with_report(reports.get(&r.node.uuid));
+            let row = inputs.row(r);
             if query.matches(&row) {
                 rows.push(row);
             }
