@@ -18,9 +18,9 @@
 //! API calls (never through the API's routes, and never around the core to `db`); a node's
 //! script, scenario and boot problem are read from the boot snapshot the boot edge serves
 //! (`ApiState::snapshot`), never decided here again; the words and confirmations of actions are
-//! `actions`'; the nodes list's rows are made from what `rows` reads. Like the API, secrets are masked before anything reaches a
-//! template. The password form (`password.rs`) sets the logged-in user's own password in the
-//! htpasswd file, which the running process reloads.
+//! `actions`'; the nodes list's rows are made from what `rows` reads. Like the API, secrets
+//! are masked before anything reaches a template. The password form (`password.rs`) sets the
+//! logged-in user's own password in the htpasswd file, which the running process reloads.
 //!
 //! Every answer of this router, redirects, refusals, 405s and its own 404 for any other path
 //! under `/admin/` included, forbids being framed (`framing`, a response layer: `X-Frame-Options:
@@ -622,10 +622,13 @@ async fn render_nodes(
     // One pass over the nodes, a page at a time: a summary row each, the known MACs, and which
     // node uses which volume (for the sync panel's links).
     // Each row's scenario and boot problem are what the boot snapshot serves (one decision).
-    let inputs = rows::RowInputs::read(state, &drift_lines).await.unwrap_or_else(|e| {
-        problem = problem.clone().or(Some(format!("reading the boot reports: {e}")));
-        rows::RowInputs::read_without_reports(state, &drift_lines)
-    });
+    let inputs = match rows::RowInputs::read(state, &drift_lines).await {
+        Ok(inputs) => inputs,
+        Err(e) => {
+            problem = problem.or(Some(format!("reading the boot reports: {e}")));
+            rows::RowInputs::read_without_reports(state, &drift_lines)
+        }
+    };
     let folded = state
         .nodes()
         .fold_nodes(ListFold::default(), move |fold, r| {
