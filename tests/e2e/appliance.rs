@@ -534,13 +534,16 @@ impl Appliance {
     ) -> Appliance {
         let serial = dir.join(format!("appliance-serial-{run_no}.log"));
         let monitor = dir.join(format!("mon-{run_no}.sock"));
+        // One vCPU: under TCG with two, on a loaded 2-core CI machine, an interrupt once reached
+        // the second vCPU after its vector had moved ("No irq handler for vector" on the
+        // console), the serial console stopped and the shutdown hung at the power button.
         let mut args: Vec<String> = vec![
             "-machine".into(),
             "q35,graphics=off".into(),
             "-accel".into(),
             "tcg".into(),
             "-smp".into(),
-            "2".into(),
+            "1".into(),
             "-m".into(),
             "1024".into(),
             "-nodefaults".into(),
