@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::support::bootvol::{Bootvol, Settings};
-use crate::support::net::free_tcp_port;
+use crate::support::net::{HostAddress, free_tcp_port};
 use crate::support::qemu::{EXIT_BIOS_MARKER, Firmware, Network, Vm};
 use crate::support::tgtd::{Account, Target, Tgtd};
 use crate::support::{BASE, NIC_ROM, TGT, begin};
@@ -65,6 +65,9 @@ fn wait_for_report(bootvol: &Bootvol, stage: &str, shown: &str) -> (Option<Value
 /// A node whose script carries a wrong CHAP secret fails its `sanhook`; within 5 s its events
 /// and its page show the report with iPXE's error in words. The operator fixes the secret
 /// (`bootvol apply`), and the next boot reports `sanhook` and boots the volume's marker.
+/// `bootvol probe` said "CHAP rejected" before the first boot and "login ok" after the fix: the
+/// target sits at an address of the host's own that the VM reaches through QEMU's user network
+/// and the probe directly, so both log in to the same portal the script names.
 #[test]
 fn bios_iscsi_wrong_chap_is_reported_then_fixed() {
     let Some(e2e) = begin("bios_iscsi_wrong_chap_is_reported_then_fixed", &[BASE, TGT, NIC_ROM])
@@ -76,8 +79,9 @@ fn bios_iscsi_wrong_chap_is_reported_then_fixed() {
     let marker = "BVE2E-REPORT-FIXED-OK";
     let right = "e2e-report-secret-right";
     let volume = bios_volume(&e2e.path("boot.img"), marker, false);
-    let portal = free_tcp_port();
-    let mut tgtd = Tgtd::start(e2e.dir.path(), None, &format!("127.0.0.1:{portal}"));
+    let san = HostAddress::add("198.51.100.77");
+    let portal = format!("{}:{}", san.ip, free_tcp_port());
+    let mut tgtd = Tgtd::start(e2e.dir.path(), None, &portal);
     tgtd.add(&Target {
         tid: 1,
         iqn,
@@ -86,13 +90,20 @@ fn bios_iscsi_wrong_chap_is_reported_then_fixed() {
         incoming: Some(Account { user: "e2e-report-user", password: right }),
         outgoing: None,
     });
-    let portal = format!("10.0.2.2:{portal}");
     let mut settings = Settings::loopback();
     settings.api_noauth = true;
     let mut bootvol = Bootvol::configure(e2e.dir.path(), settings);
     bootvol.apply(&inventory(mac, iqn, &portal, "e2e-report-secret-wrong"));
     bootvol.serve();
     bootvol.assert_serves_render(mac);
+    let (code, probed) = bootvol.probe(NODE);
+    assert_eq!(code, Some(1), "the probe with the wrong secret:\n{probed}\n{}", tgtd.log());
+    assert!(
+        probed.contains("CHAP rejected: authentication failure"),
+        "the probe did not say CHAP rejected:\n{probed}"
+    );
+    assert!(!probed.contains("e2e-report-secret"), "a secret printed by the probe:\n{probed}");
+    eprintln!("probe before the first boot (exit 1):\n{probed}");
     let bootfile = format!("{}/boot.ipxe", bootvol.settings.public_url);
     let vm = Vm::new(Firmware::Bios, Network::User { bootfile }, mac);
 
@@ -135,6 +146,10 @@ fn bios_iscsi_wrong_chap_is_reported_then_fixed() {
     // The operator fixes the secret.
     bootvol.apply(&inventory(mac, iqn, &portal, right));
     bootvol.assert_serves_render(mac);
+    let (code, probed) = bootvol.probe(NODE);
+    assert_eq!(code, Some(0), "the probe after the fix:\n{probed}\n{}", tgtd.log());
+    assert!(probed.contains("login ok, LUN 1"), "the probe did not say ok:\n{probed}");
+    eprintln!("probe after the fix (exit 0):\n{probed}");
     let boot = vm.boot(e2e.dir.path(), &[marker], DEADLINE);
     let logs = [bootvol.log(), tgtd.log()];
     boot.assert_marker(marker, EXIT_BIOS_MARKER, &logs);

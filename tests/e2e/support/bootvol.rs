@@ -140,6 +140,17 @@ script_secrets = "{script_secrets}"
         run(self.cli().arg("apply").arg(&path));
     }
 
+    /// `bootvol probe --node <node>`: its exit code and what it printed (stdout, then stderr).
+    pub(crate) fn probe(&self, node: &str) -> (Option<i32>, String) {
+        let output = self.cli().args(["probe", "--node", node]).output().expect("bootvol probe");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        (output.status.code(), text)
+    }
+
     /// `bootvol events --node <node> --json`: the node's events, oldest first.
     pub(crate) fn events(&self, node: &str) -> Vec<serde_json::Value> {
         run(self.cli().args(["events", "--node", node, "--json", "--limit", "1000"]))

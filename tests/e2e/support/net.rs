@@ -103,6 +103,53 @@ impl Drop for Netns {
     }
 }
 
+/// An address of the host's own (`ip`/32 on the loopback link, labelled `lo:bv<pid>`), for a
+/// server that both the host and a VM on QEMU's user network must reach at one address: the
+/// VM's connections to it leave through QEMU's sockets on the host. Dropping it removes it.
+#[derive(Debug)]
+pub(crate) struct HostAddress {
+    pub(crate) ip: &'static str,
+}
+
+impl HostAddress {
+    /// `ip` should be from a documentation range (TEST-NET-2, 198.51.100.0/24) the host does
+    /// not route anywhere.
+    pub(crate) fn add(ip: &'static str) -> HostAddress {
+        remove_stale_addresses();
+        let label = format!("lo:bv{}", std::process::id());
+        let cidr = format!("{ip}/32");
+        run(command("ip").args(["addr", "add", &cidr, "dev", "lo", "label", &label]));
+        HostAddress { ip }
+    }
+}
+
+/// Removes the `lo:bv<pid>` addresses whose process is gone (an interrupted run).
+fn remove_stale_addresses() {
+    let listed = run(command("ip").args(["-o", "-4", "addr", "show", "dev", "lo"]));
+    for line in listed.lines() {
+        // "1: lo    inet 198.51.100.77/32 scope global lo:bv123\   valid_lft ..."
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let Some(at) = words.iter().position(|w| *w == "inet") else { continue };
+        let Some(pid) = words.iter().find_map(|w| w.trim_end_matches('\\').strip_prefix("lo:bv"))
+        else {
+            continue;
+        };
+        if pid.parse::<u32>().is_ok() && !Path::new("/proc").join(pid).exists() {
+            eprintln!("removing {} from lo, left by an interrupted run", words[at + 1]);
+            run_quiet(command("ip").args(["addr", "del", words[at + 1], "dev", "lo"]));
+        }
+    }
+}
+
+impl Drop for HostAddress {
+    fn drop(&mut self) {
+        let cidr = format!("{}/32", self.ip);
+        if !run_quiet(command("ip").args(["addr", "del", &cidr, "dev", "lo"])) {
+            eprintln!("could not remove {cidr} from lo");
+        }
+    }
+}
+
 /// How the DHCP server answers.
 #[derive(Debug, Clone)]
 pub(crate) struct Dhcp {
