@@ -10,10 +10,11 @@
 // nodes counted, searched and bannered (issue 24, 1), the rebuild confirmation naming rebuild
 // with the focus on its button (2), the node's boot requests with their results (3), a refused
 // create summed up at the top with the focus on its field and the BMC fields following the
-// driver (7), the skip links and nothing wider than the screen (8); power it off through the
+// driver (7), the skip links and nothing wider than the screen (8), an action on all the nodes a
+// filter matches across pages (4) and the list's weight (9); power it off through the
 // confirmation step, check that a form posted without its CSRF token is refused, log out.
-// Screenshots: the nodes list, the node page, the confirmation, the refused form, each at both
-// sizes. Run by tests/it/admin.rs:
+// Screenshots: the nodes list, the node page, the confirmation, the bulk confirmation, the
+// refused form, each at both sizes. Run by tests/it/admin.rs:
 //   node browser.js <base url> <user> <password> <screenshot folder> <boot url>
 const { chromium } = require('playwright-core');
 
@@ -137,6 +138,60 @@ async function points(page, tag, node) {
   await page.selectOption('#edit-node select[name=driver]', 'redfish');
   check(await page.locator('#edit-node fieldset.bmc').isVisible(), `${tag}: no BMC fields once redfish is chosen`);
   console.log(`${tag}: points 1, 2, 3, 7, 8 ok`);
+}
+
+// Issue 24's point 4 at the page's viewport: "Apply to all N matching" acts on every node the
+// filter matches across pages (rack-100..rack-199 at 50 a page: two pages), confirmed with the
+// count and the names, the focus on the confirm button; `action` is maintenance on or off
+// (the desktop sets it, the phone ends it, so the rack is as it was). And point 9: the list's
+// weight (the document and everything it loads) is printed and held to 60 KB.
+async function bulk(page, tag, action) {
+  const suffix = tag === 'phone' ? '-phone' : '';
+  await page.goto(`${base}/admin/?q=rack-1&per=50`);
+  await fits(page, `${tag}: the filtered list`);
+  check((await page.textContent('#count')).includes('1–50 of 100'), `${tag}: filtered: ${await page.textContent('#count')}`);
+  check((await page.locator('#node-list tbody tr').count()) === 50, `${tag}: not 50 rows a page`);
+  await page.selectOption('#bulk select[name=action]', action);
+  const all = page.locator('#all-matching');
+  check((await all.textContent()).includes('Apply to all 100 matching'), `${tag}: ${await all.textContent()}`);
+  await inView(page, all, `${tag}: the "all matching" button`);
+  await Promise.all([page.waitForURL(`${base}/admin/bulk`), all.click()]);
+  const verb = action === 'maintenance on' ? 'Maintenance on' : 'Maintenance off';
+  check((await page.textContent('h2')) === `${verb} all 100 matching node(s)?`, `${tag}: bulk confirmation: ${await page.textContent('h2')}`);
+  const consequence = await page.textContent('#consequence');
+  for (let i = 100; i < 200; i++) {
+    check(consequence.includes(`rack-${i}`), `${tag}: rack-${i} not named`);
+  }
+  check(!consequence.includes('rack-200') && !consequence.includes('rack-099'), `${tag}: a node outside the filter named: ${consequence}`);
+  check((await focused(page)).id === 'confirm-button', `${tag}: bulk focus: ${JSON.stringify(await focused(page))}`);
+  await fits(page, `${tag}: the bulk confirmation`);
+  await page.screenshot({ path: `${shots}/admin-bulk-confirm${suffix}.png`, fullPage: false });
+  await Promise.all([page.waitForURL(/\/admin\/\?/), page.click('#confirm-button')]);
+  const done = await page.textContent('[role=status]');
+  const said = action === 'maintenance on' ? 'Maintenance set on 100 node(s)' : 'Maintenance ended on 100 node(s)';
+  check(done.includes(said), `${tag}: after the bulk action: ${done}`);
+  // Read back on the second page: the action reached the nodes not shown when it was asked.
+  await page.goto(`${base}/admin/?q=rack-1&per=50&page=2`);
+  const marks = await page.locator('#node-list tbody tr span.warn:text-is("maintenance")').count();
+  check(marks === (action === 'maintenance on' ? 50 : 0), `${tag}: page 2 shows ${marks} nodes in maintenance after ${action}`);
+
+  // The page size: 100 a page shows the whole filter on one page.
+  await page.goto(`${base}/admin/?q=rack-1`);
+  await Promise.all([page.waitForURL(/per=100/), page.selectOption('select[name=per]', '100').then(() => page.click('button:has-text("Search")'))]);
+  check((await page.textContent('#count')).includes('1–100 of 100'), `${tag}: 100 a page: ${await page.textContent('#count')}`);
+  check((await page.locator('#node-list tbody tr').count()) === 100, `${tag}: not 100 rows at 100 a page`);
+
+  // 9. The list of 500's weight: the document and what it loads (styles, the activity frame,
+  // any script), as the browser fetched them.
+  await page.goto(`${base}/admin/`);
+  await page.frameLocator('iframe[src="/admin/activity"]').locator('svg').waitFor();
+  const weight = await page.evaluate(() => {
+    const entries = [...performance.getEntriesByType('navigation'), ...performance.getEntriesByType('resource')];
+    return { bytes: entries.reduce((n, e) => n + (e.decodedBodySize || 0), 0), files: entries.length };
+  });
+  console.log(`${tag}: the list of 500 weighs ${weight.bytes} bytes in ${weight.files} files`);
+  check(weight.bytes <= 60 * 1024, `${tag}: the list weighs ${weight.bytes} bytes, over 60 KB`);
+  console.log(`${tag}: points 4, 9 ok`);
 }
 
 (async () => {
@@ -283,6 +338,8 @@ async function points(page, tag, node) {
     const phone = await phoneContext.newPage();
     phone.setDefaultTimeout(15000);
     await points(phone, 'phone', node);
+    await bulk(page, 'desktop', 'maintenance on');
+    await bulk(phone, 'phone', 'maintenance off');
     await phoneContext.close();
 
     // Power off asks first, naming the node; nothing happens until confirmed.

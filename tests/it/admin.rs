@@ -532,7 +532,8 @@ fn forms_create_a_node_power_it_and_refuse_missing_tokens() {
 /// Skipped, saying so, when either is missing, unless `BOOTVOL_REQUIRE_BROWSER=1` (CI), where it
 /// fails. With 500 nodes seeded (seven of them unbootable): the attention counts, search by
 /// MAC and by problem, the confirmation step, boot requests' results, refused forms, the BMC
-/// fields following the driver, the skip links, at 1366×900 and at 390×844. Saves its
+/// fields following the driver, the skip links, an action on all the nodes a filter matches
+/// across pages, page sizes and the list's weight, at 1366×900 and at 390×844. Saves its
 /// screenshots ([`SCREENSHOTS`]) in `target/admin-shots`, and in `docs/` with
 /// `BOOTVOL_UPDATE_SCREENSHOTS=1`.
 #[test]
@@ -591,14 +592,16 @@ fn headless_chromium_login_create_power_screenshot_logout() {
 }
 
 /// The screenshots `browser.js` takes, at 1366×900 and at 390×844 (`-phone`).
-const SCREENSHOTS: [&str; 8] = [
+const SCREENSHOTS: [&str; 10] = [
     "admin-nodes-500.png",
     "admin-node.png",
     "admin-confirm.png",
+    "admin-bulk-confirm.png",
     "admin-form-error.png",
     "admin-nodes-500-phone.png",
     "admin-node-phone.png",
     "admin-confirm-phone.png",
+    "admin-bulk-confirm-phone.png",
     "admin-form-error-phone.png",
 ];
 
