@@ -534,6 +534,7 @@ impl Machine {
             cid: 0,
             cmd_sn: self.cmd_sn,
             exp_stat_sn: self.exp_stat_sn,
+            data: Vec::new(),
         }))
     }
 

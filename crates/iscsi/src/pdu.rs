@@ -85,188 +85,312 @@ impl fmt::Display for PduError {
 
 impl std::error::Error for PduError {}
 
-/// Login Request (§11.12).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LoginRequest {
-    pub transit: bool,
-    pub cont: bool,
-    pub csg: u8,
-    pub nsg: u8,
-    pub version_max: u8,
-    pub version_min: u8,
-    pub isid: [u8; 6],
-    pub tsih: u16,
-    pub itt: u32,
-    pub cid: u16,
-    pub cmd_sn: u32,
-    pub exp_stat_sn: u32,
-    pub data: Vec<u8>,
+/// One field of a header, and how it is read and written: [`Byte`], [`Be16`], [`Be32`] and
+/// [`Be64`] at a byte offset, [`Bytes`] (an array) from one, [`Bit`] (a byte and its mask) and
+/// [`Bits`] (a byte, a shift and a mask). Writing ORs into a header that starts zeroed, so the
+/// fields of one byte share it.
+struct Byte;
+struct Be16;
+struct Be32;
+struct Be64;
+struct Bytes;
+struct Bit;
+struct Bits;
+
+impl Byte {
+    fn get(b: &Bhs, at: usize) -> u8 {
+        b.0[at]
+    }
+    fn put(b: &mut Bhs, at: usize, v: &u8) {
+        b.0[at] |= *v;
+    }
 }
 
-/// Login Response (§11.13).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LoginResponse {
-    pub transit: bool,
-    pub cont: bool,
-    pub csg: u8,
-    pub nsg: u8,
-    pub version_max: u8,
-    pub version_active: u8,
-    pub isid: [u8; 6],
-    pub tsih: u16,
-    pub itt: u32,
-    pub stat_sn: u32,
-    pub exp_cmd_sn: u32,
-    pub max_cmd_sn: u32,
-    pub status_class: u8,
-    pub status_detail: u8,
-    pub data: Vec<u8>,
+impl Be16 {
+    fn get(b: &Bhs, at: usize) -> u16 {
+        u16::from_be_bytes(Bytes::get(b, at))
+    }
+    fn put(b: &mut Bhs, at: usize, v: &u16) {
+        Bytes::put(b, at, &v.to_be_bytes());
+    }
 }
 
-/// Text Request (§11.10).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TextRequest {
-    pub immediate: bool,
-    pub final_: bool,
-    pub cont: bool,
-    pub lun: u64,
-    pub itt: u32,
-    pub ttt: u32,
-    pub cmd_sn: u32,
-    pub exp_stat_sn: u32,
-    pub data: Vec<u8>,
+impl Be32 {
+    fn get(b: &Bhs, at: usize) -> u32 {
+        u32::from_be_bytes(Bytes::get(b, at))
+    }
+    fn put(b: &mut Bhs, at: usize, v: &u32) {
+        Bytes::put(b, at, &v.to_be_bytes());
+    }
 }
 
-/// Text Response (§11.11).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TextResponse {
-    pub final_: bool,
-    pub cont: bool,
-    pub lun: u64,
-    pub itt: u32,
-    pub ttt: u32,
-    pub stat_sn: u32,
-    pub exp_cmd_sn: u32,
-    pub max_cmd_sn: u32,
-    pub data: Vec<u8>,
+impl Be64 {
+    fn get(b: &Bhs, at: usize) -> u64 {
+        u64::from_be_bytes(Bytes::get(b, at))
+    }
+    fn put(b: &mut Bhs, at: usize, v: &u64) {
+        Bytes::put(b, at, &v.to_be_bytes());
+    }
 }
 
-/// SCSI Command (§11.3).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ScsiCommand {
-    pub immediate: bool,
-    pub final_: bool,
-    pub read: bool,
-    pub write: bool,
-    /// Task attributes (three bits).
-    pub attr: u8,
-    pub lun: u64,
-    pub itt: u32,
-    pub expected_length: u32,
-    pub cmd_sn: u32,
-    pub exp_stat_sn: u32,
-    pub cdb: [u8; 16],
-    pub data: Vec<u8>,
+impl Bytes {
+    fn get<const N: usize>(b: &Bhs, at: usize) -> [u8; N] {
+        let mut out = [0; N];
+        out.copy_from_slice(&b.0[at..at + N]);
+        out
+    }
+    fn put<const N: usize>(b: &mut Bhs, at: usize, v: &[u8; N]) {
+        b.0[at..at + N].copy_from_slice(v);
+    }
 }
 
-/// SCSI Response (§11.4).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ScsiResponse {
-    /// The o, u, O and U bits (`0x10`, `0x08`, `0x04`, `0x02`).
-    pub flags: u8,
-    pub response: u8,
-    pub status: u8,
-    pub itt: u32,
-    pub snack_tag: u32,
-    pub stat_sn: u32,
-    pub exp_cmd_sn: u32,
-    pub max_cmd_sn: u32,
-    pub exp_data_sn: u32,
-    pub bidi_residual: u32,
-    pub residual: u32,
-    /// SenseLength, sense data, then response data.
-    pub data: Vec<u8>,
+impl Bit {
+    fn get(b: &Bhs, at: usize, mask: u8) -> bool {
+        b.0[at] & mask != 0
+    }
+    fn put(b: &mut Bhs, at: usize, mask: u8, on: &bool) {
+        if *on {
+            b.0[at] |= mask;
+        }
+    }
 }
 
-/// SCSI Data-In (§11.7).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DataIn {
-    pub final_: bool,
-    pub ack: bool,
-    pub overflow: bool,
-    pub underflow: bool,
-    /// The S bit: `status` (and `stat_sn`) are valid, no SCSI Response follows.
-    pub has_status: bool,
-    pub status: u8,
-    pub lun: u64,
-    pub itt: u32,
-    pub ttt: u32,
-    pub stat_sn: u32,
-    pub exp_cmd_sn: u32,
-    pub max_cmd_sn: u32,
-    pub data_sn: u32,
-    pub offset: u32,
-    pub residual: u32,
-    pub data: Vec<u8>,
+impl Bits {
+    fn get(b: &Bhs, at: usize, shift: u8, mask: u8) -> u8 {
+        (b.0[at] >> shift) & mask
+    }
+    fn put(b: &mut Bhs, at: usize, shift: u8, mask: u8, v: &u8) {
+        b.0[at] |= (v & mask) << shift;
+    }
 }
 
-/// Logout Request (§11.14).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LogoutRequest {
-    pub immediate: bool,
-    /// Reason code (seven bits): 0 closes the session.
-    pub reason: u8,
-    pub itt: u32,
-    pub cid: u16,
-    pub cmd_sn: u32,
-    pub exp_stat_sn: u32,
+/// The PDUs this initiator reads or writes, each declared once as the layout of its header:
+/// every field with where it sits, and the bits a sender always sets (`sets`, ignored on
+/// decode like the reserved ones). From it come the struct, its decoder and its encoder, so
+/// the two cannot disagree on an offset; and [`Pdu`] with a variant for each.
+macro_rules! pdus {
+    ($(
+        $(#[$doc:meta])*
+        $name:ident = $op:ident $(sets $skind:ident($($sarg:expr),*) = $sv:expr;)* {
+            $($(#[$fdoc:meta])* $field:ident: $ty:ty = $kind:ident($($arg:expr),*),)*
+        }
+    )*) => {
+        $(
+            $(#[$doc])*
+            #[derive(Debug, Clone, PartialEq, Eq)]
+            pub struct $name {
+                $($(#[$fdoc])* pub $field: $ty,)*
+                /// The data segment (without its padding).
+                pub data: Vec<u8>,
+            }
+
+            impl $name {
+                fn from_header(b: &Bhs, data: Vec<u8>) -> $name {
+                    $name { $($field: $kind::get(b, $($arg),*),)* data }
+                }
+
+                fn header(&self) -> Bhs {
+                    let mut b = Bhs([0; BHS_LEN]);
+                    b.0[0] = opcode::$op;
+                    $($skind::put(&mut b, $($sarg,)* &$sv);)*
+                    $($kind::put(&mut b, $($arg,)* &self.$field);)*
+                    b
+                }
+            }
+        )*
+
+        /// One PDU.
+        #[derive(Debug, Clone, PartialEq, Eq)]
+        pub enum Pdu {
+            $($name($name),)*
+            Other(Other),
+        }
+
+        impl Pdu {
+            /// The PDU a header (and its data segment) holds.
+            fn from_header(b: Bhs, data: Vec<u8>) -> Pdu {
+                match b.0[0] & 0x3f {
+                    $(opcode::$op => Pdu::$name($name::from_header(&b, data)),)*
+                    _ => {
+                        let mut bhs = b.0;
+                        bhs[4..8].fill(0);
+                        Pdu::Other(Other { bhs: Box::new(bhs), data })
+                    }
+                }
+            }
+
+            /// The header (its length fields not yet written) and the data segment.
+            fn header(&self) -> (Bhs, &[u8]) {
+                match self {
+                    $(Pdu::$name(p) => (p.header(), &p.data[..]),)*
+                    Pdu::Other(p) => (Bhs(*p.bhs), &p.data[..]),
+                }
+            }
+        }
+    };
 }
 
-/// Logout Response (§11.15).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LogoutResponse {
-    pub response: u8,
-    pub itt: u32,
-    pub stat_sn: u32,
-    pub exp_cmd_sn: u32,
-    pub max_cmd_sn: u32,
-    pub time2wait: u16,
-    pub time2retain: u16,
-}
+pdus! {
+    /// Login Request (§11.12).
+    LoginRequest = LOGIN_REQUEST sets Bit(0, IMMEDIATE) = true; {
+        transit: bool = Bit(1, FINAL),
+        cont: bool = Bit(1, CONTINUE),
+        csg: u8 = Bits(1, 2, 3),
+        nsg: u8 = Bits(1, 0, 3),
+        version_max: u8 = Byte(2),
+        version_min: u8 = Byte(3),
+        isid: [u8; 6] = Bytes(8),
+        tsih: u16 = Be16(14),
+        itt: u32 = Be32(16),
+        cid: u16 = Be16(20),
+        cmd_sn: u32 = Be32(24),
+        exp_stat_sn: u32 = Be32(28),
+    }
 
-/// NOP-Out (§11.18).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NopOut {
-    pub immediate: bool,
-    pub lun: u64,
-    pub itt: u32,
-    pub ttt: u32,
-    pub cmd_sn: u32,
-    pub exp_stat_sn: u32,
-    pub data: Vec<u8>,
-}
+    /// Login Response (§11.13).
+    LoginResponse = LOGIN_RESPONSE {
+        transit: bool = Bit(1, FINAL),
+        cont: bool = Bit(1, CONTINUE),
+        csg: u8 = Bits(1, 2, 3),
+        nsg: u8 = Bits(1, 0, 3),
+        version_max: u8 = Byte(2),
+        version_active: u8 = Byte(3),
+        isid: [u8; 6] = Bytes(8),
+        tsih: u16 = Be16(14),
+        itt: u32 = Be32(16),
+        stat_sn: u32 = Be32(24),
+        exp_cmd_sn: u32 = Be32(28),
+        max_cmd_sn: u32 = Be32(32),
+        status_class: u8 = Byte(36),
+        status_detail: u8 = Byte(37),
+    }
 
-/// NOP-In (§11.19).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NopIn {
-    pub lun: u64,
-    pub itt: u32,
-    pub ttt: u32,
-    pub stat_sn: u32,
-    pub exp_cmd_sn: u32,
-    pub max_cmd_sn: u32,
-    pub data: Vec<u8>,
-}
+    /// Text Request (§11.10).
+    TextRequest = TEXT_REQUEST {
+        immediate: bool = Bit(0, IMMEDIATE),
+        final_: bool = Bit(1, FINAL),
+        cont: bool = Bit(1, CONTINUE),
+        lun: u64 = Be64(8),
+        itt: u32 = Be32(16),
+        ttt: u32 = Be32(20),
+        cmd_sn: u32 = Be32(24),
+        exp_stat_sn: u32 = Be32(28),
+    }
 
-/// Reject (§11.17): the data segment is the rejected PDU's header.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Reject {
-    pub reason: u8,
-    pub stat_sn: u32,
-    pub exp_cmd_sn: u32,
-    pub max_cmd_sn: u32,
-    pub data_sn: u32,
-    pub data: Vec<u8>,
+    /// Text Response (§11.11).
+    TextResponse = TEXT_RESPONSE {
+        final_: bool = Bit(1, FINAL),
+        cont: bool = Bit(1, CONTINUE),
+        lun: u64 = Be64(8),
+        itt: u32 = Be32(16),
+        ttt: u32 = Be32(20),
+        stat_sn: u32 = Be32(24),
+        exp_cmd_sn: u32 = Be32(28),
+        max_cmd_sn: u32 = Be32(32),
+    }
+
+    /// SCSI Command (§11.3).
+    ScsiCommand = SCSI_COMMAND {
+        immediate: bool = Bit(0, IMMEDIATE),
+        final_: bool = Bit(1, FINAL),
+        read: bool = Bit(1, 0x40),
+        write: bool = Bit(1, 0x20),
+        /// Task attributes (three bits).
+        attr: u8 = Bits(1, 0, 7),
+        lun: u64 = Be64(8),
+        itt: u32 = Be32(16),
+        expected_length: u32 = Be32(20),
+        cmd_sn: u32 = Be32(24),
+        exp_stat_sn: u32 = Be32(28),
+        cdb: [u8; 16] = Bytes(32),
+    }
+
+    /// SCSI Response (§11.4); its data segment is SenseLength, sense data, then response data.
+    ScsiResponse = SCSI_RESPONSE sets Bit(1, FINAL) = true; {
+        /// The o, u, O and U bits (`0x10`, `0x08`, `0x04`, `0x02`).
+        flags: u8 = Bits(1, 0, 0x1e),
+        response: u8 = Byte(2),
+        status: u8 = Byte(3),
+        itt: u32 = Be32(16),
+        snack_tag: u32 = Be32(20),
+        stat_sn: u32 = Be32(24),
+        exp_cmd_sn: u32 = Be32(28),
+        max_cmd_sn: u32 = Be32(32),
+        exp_data_sn: u32 = Be32(36),
+        bidi_residual: u32 = Be32(40),
+        residual: u32 = Be32(44),
+    }
+
+    /// SCSI Data-In (§11.7).
+    DataIn = DATA_IN {
+        final_: bool = Bit(1, FINAL),
+        ack: bool = Bit(1, 0x40),
+        overflow: bool = Bit(1, 0x04),
+        underflow: bool = Bit(1, 0x02),
+        /// The S bit: `status` (and `stat_sn`) are valid, no SCSI Response follows.
+        has_status: bool = Bit(1, 0x01),
+        status: u8 = Byte(3),
+        lun: u64 = Be64(8),
+        itt: u32 = Be32(16),
+        ttt: u32 = Be32(20),
+        stat_sn: u32 = Be32(24),
+        exp_cmd_sn: u32 = Be32(28),
+        max_cmd_sn: u32 = Be32(32),
+        data_sn: u32 = Be32(36),
+        offset: u32 = Be32(40),
+        residual: u32 = Be32(44),
+    }
+
+    /// Logout Request (§11.14); the RFC gives it no data segment (one received is kept).
+    LogoutRequest = LOGOUT_REQUEST sets Bit(1, FINAL) = true; {
+        immediate: bool = Bit(0, IMMEDIATE),
+        /// Reason code (seven bits): 0 closes the session.
+        reason: u8 = Bits(1, 0, 0x7f),
+        itt: u32 = Be32(16),
+        cid: u16 = Be16(20),
+        cmd_sn: u32 = Be32(24),
+        exp_stat_sn: u32 = Be32(28),
+    }
+
+    /// Logout Response (§11.15); no data segment either.
+    LogoutResponse = LOGOUT_RESPONSE sets Bit(1, FINAL) = true; {
+        response: u8 = Byte(2),
+        itt: u32 = Be32(16),
+        stat_sn: u32 = Be32(24),
+        exp_cmd_sn: u32 = Be32(28),
+        max_cmd_sn: u32 = Be32(32),
+        time2wait: u16 = Be16(40),
+        time2retain: u16 = Be16(42),
+    }
+
+    /// NOP-Out (§11.18).
+    NopOut = NOP_OUT sets Bit(1, FINAL) = true; {
+        immediate: bool = Bit(0, IMMEDIATE),
+        lun: u64 = Be64(8),
+        itt: u32 = Be32(16),
+        ttt: u32 = Be32(20),
+        cmd_sn: u32 = Be32(24),
+        exp_stat_sn: u32 = Be32(28),
+    }
+
+    /// NOP-In (§11.19).
+    NopIn = NOP_IN sets Bit(1, FINAL) = true; {
+        lun: u64 = Be64(8),
+        itt: u32 = Be32(16),
+        ttt: u32 = Be32(20),
+        stat_sn: u32 = Be32(24),
+        exp_cmd_sn: u32 = Be32(28),
+        max_cmd_sn: u32 = Be32(32),
+    }
+
+    /// Reject (§11.17): the data segment is the rejected PDU's header.
+    Reject = REJECT sets Bit(1, FINAL) = true; sets Be32(16) = 0xffff_ffff; {
+        reason: u8 = Byte(2),
+        stat_sn: u32 = Be32(24),
+        exp_cmd_sn: u32 = Be32(28),
+        max_cmd_sn: u32 = Be32(32),
+        data_sn: u32 = Be32(36),
+    }
 }
 
 /// A PDU of an opcode this initiator does not use (Async Message, R2T, ...), header kept with
@@ -284,57 +408,8 @@ impl Other {
     }
 }
 
-/// One PDU.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Pdu {
-    LoginRequest(LoginRequest),
-    LoginResponse(LoginResponse),
-    TextRequest(TextRequest),
-    TextResponse(TextResponse),
-    ScsiCommand(ScsiCommand),
-    ScsiResponse(ScsiResponse),
-    DataIn(DataIn),
-    LogoutRequest(LogoutRequest),
-    LogoutResponse(LogoutResponse),
-    NopOut(NopOut),
-    NopIn(NopIn),
-    Reject(Reject),
-    Other(Other),
-}
-
 /// A header being read or written, with the RFC's big-endian fields.
 struct Bhs([u8; BHS_LEN]);
-
-impl Bhs {
-    fn u16(&self, at: usize) -> u16 {
-        u16::from_be_bytes([self.0[at], self.0[at + 1]])
-    }
-    fn u32(&self, at: usize) -> u32 {
-        u32::from_be_bytes([self.0[at], self.0[at + 1], self.0[at + 2], self.0[at + 3]])
-    }
-    fn u64(&self, at: usize) -> u64 {
-        let mut b = [0; 8];
-        b.copy_from_slice(&self.0[at..at + 8]);
-        u64::from_be_bytes(b)
-    }
-    fn bit(&self, at: usize, mask: u8) -> bool {
-        self.0[at] & mask != 0
-    }
-    fn put16(&mut self, at: usize, v: u16) {
-        self.0[at..at + 2].copy_from_slice(&v.to_be_bytes());
-    }
-    fn put32(&mut self, at: usize, v: u32) {
-        self.0[at..at + 4].copy_from_slice(&v.to_be_bytes());
-    }
-    fn put64(&mut self, at: usize, v: u64) {
-        self.0[at..at + 8].copy_from_slice(&v.to_be_bytes());
-    }
-    fn flag(&mut self, at: usize, mask: u8, on: bool) {
-        if on {
-            self.0[at] |= mask;
-        }
-    }
-}
 
 fn padded(len: usize) -> usize {
     len.div_ceil(4) * 4
@@ -366,44 +441,12 @@ impl Pdu {
         let start = BHS_LEN + usize::from(bhs.0[4]) * 4;
         let len = usize::from(bhs.0[5]) << 16 | usize::from(bhs.0[6]) << 8 | usize::from(bhs.0[7]);
         let data = frame[start..start + len].to_vec();
-        Ok(match bhs.0[0] & 0x3f {
-            opcode::LOGIN_REQUEST => Pdu::LoginRequest(login_request(&bhs, data)),
-            opcode::LOGIN_RESPONSE => Pdu::LoginResponse(login_response(&bhs, data)),
-            opcode::TEXT_REQUEST => Pdu::TextRequest(text_request(&bhs, data)),
-            opcode::TEXT_RESPONSE => Pdu::TextResponse(text_response(&bhs, data)),
-            opcode::SCSI_COMMAND => Pdu::ScsiCommand(scsi_command(&bhs, data)),
-            opcode::SCSI_RESPONSE => Pdu::ScsiResponse(scsi_response(&bhs, data)),
-            opcode::DATA_IN => Pdu::DataIn(data_in(&bhs, data)),
-            opcode::LOGOUT_REQUEST => Pdu::LogoutRequest(logout_request(&bhs)),
-            opcode::LOGOUT_RESPONSE => Pdu::LogoutResponse(logout_response(&bhs)),
-            opcode::NOP_OUT => Pdu::NopOut(nop_out(&bhs, data)),
-            opcode::NOP_IN => Pdu::NopIn(nop_in(&bhs, data)),
-            opcode::REJECT => Pdu::Reject(reject(&bhs, data)),
-            _ => {
-                bhs.0[4..8].fill(0);
-                Pdu::Other(Other { bhs: Box::new(bhs.0), data })
-            }
-        })
+        Ok(Pdu::from_header(bhs, data))
     }
 
     /// The frame: header, data segment, padding.
     pub fn encode(&self) -> Vec<u8> {
-        let (bhs, data) = match self {
-            Pdu::LoginRequest(p) => (enc_login_request(p), &p.data[..]),
-            Pdu::LoginResponse(p) => (enc_login_response(p), &p.data[..]),
-            Pdu::TextRequest(p) => (enc_text_request(p), &p.data[..]),
-            Pdu::TextResponse(p) => (enc_text_response(p), &p.data[..]),
-            Pdu::ScsiCommand(p) => (enc_scsi_command(p), &p.data[..]),
-            Pdu::ScsiResponse(p) => (enc_scsi_response(p), &p.data[..]),
-            Pdu::DataIn(p) => (enc_data_in(p), &p.data[..]),
-            Pdu::LogoutRequest(p) => (enc_logout_request(p), &[][..]),
-            Pdu::LogoutResponse(p) => (enc_logout_response(p), &[][..]),
-            Pdu::NopOut(p) => (enc_nop_out(p), &p.data[..]),
-            Pdu::NopIn(p) => (enc_nop_in(p), &p.data[..]),
-            Pdu::Reject(p) => (enc_reject(p), &p.data[..]),
-            Pdu::Other(p) => (Bhs(*p.bhs), &p.data[..]),
-        };
-        let mut bhs = bhs;
+        let (mut bhs, data) = self.header();
         // Data segments here are ours or were decoded under MAX_DATA_SEGMENT: 24 bits hold them.
         let len = data.len().min(0xff_ffff);
         bhs.0[4] = 0;
@@ -414,375 +457,6 @@ impl Pdu {
         out.resize(BHS_LEN + padded(len), 0);
         out
     }
-}
-
-fn start(op: u8, immediate: bool) -> Bhs {
-    let mut b = Bhs([0; BHS_LEN]);
-    b.0[0] = op | if immediate { IMMEDIATE } else { 0 };
-    b
-}
-
-fn stages(b: &Bhs) -> (bool, bool, u8, u8) {
-    (b.bit(1, FINAL), b.bit(1, CONTINUE), (b.0[1] >> 2) & 3, b.0[1] & 3)
-}
-
-fn put_stages(b: &mut Bhs, transit: bool, cont: bool, csg: u8, nsg: u8) {
-    b.flag(1, FINAL, transit);
-    b.flag(1, CONTINUE, cont);
-    b.0[1] |= (csg & 3) << 2 | (nsg & 3);
-}
-
-fn isid(b: &Bhs) -> [u8; 6] {
-    let mut isid = [0; 6];
-    isid.copy_from_slice(&b.0[8..14]);
-    isid
-}
-
-fn login_request(b: &Bhs, data: Vec<u8>) -> LoginRequest {
-    let (transit, cont, csg, nsg) = stages(b);
-    LoginRequest {
-        transit,
-        cont,
-        csg,
-        nsg,
-        version_max: b.0[2],
-        version_min: b.0[3],
-        isid: isid(b),
-        tsih: b.u16(14),
-        itt: b.u32(16),
-        cid: b.u16(20),
-        cmd_sn: b.u32(24),
-        exp_stat_sn: b.u32(28),
-        data,
-    }
-}
-
-fn enc_login_request(p: &LoginRequest) -> Bhs {
-    let mut b = start(opcode::LOGIN_REQUEST, true);
-    put_stages(&mut b, p.transit, p.cont, p.csg, p.nsg);
-    b.0[2] = p.version_max;
-    b.0[3] = p.version_min;
-    b.0[8..14].copy_from_slice(&p.isid);
-    b.put16(14, p.tsih);
-    b.put32(16, p.itt);
-    b.put16(20, p.cid);
-    b.put32(24, p.cmd_sn);
-    b.put32(28, p.exp_stat_sn);
-    b
-}
-
-fn login_response(b: &Bhs, data: Vec<u8>) -> LoginResponse {
-    let (transit, cont, csg, nsg) = stages(b);
-    LoginResponse {
-        transit,
-        cont,
-        csg,
-        nsg,
-        version_max: b.0[2],
-        version_active: b.0[3],
-        isid: isid(b),
-        tsih: b.u16(14),
-        itt: b.u32(16),
-        stat_sn: b.u32(24),
-        exp_cmd_sn: b.u32(28),
-        max_cmd_sn: b.u32(32),
-        status_class: b.0[36],
-        status_detail: b.0[37],
-        data,
-    }
-}
-
-fn enc_login_response(p: &LoginResponse) -> Bhs {
-    let mut b = start(opcode::LOGIN_RESPONSE, false);
-    put_stages(&mut b, p.transit, p.cont, p.csg, p.nsg);
-    b.0[2] = p.version_max;
-    b.0[3] = p.version_active;
-    b.0[8..14].copy_from_slice(&p.isid);
-    b.put16(14, p.tsih);
-    b.put32(16, p.itt);
-    b.put32(24, p.stat_sn);
-    b.put32(28, p.exp_cmd_sn);
-    b.put32(32, p.max_cmd_sn);
-    b.0[36] = p.status_class;
-    b.0[37] = p.status_detail;
-    b
-}
-
-fn text_request(b: &Bhs, data: Vec<u8>) -> TextRequest {
-    TextRequest {
-        immediate: b.bit(0, IMMEDIATE),
-        final_: b.bit(1, FINAL),
-        cont: b.bit(1, CONTINUE),
-        lun: b.u64(8),
-        itt: b.u32(16),
-        ttt: b.u32(20),
-        cmd_sn: b.u32(24),
-        exp_stat_sn: b.u32(28),
-        data,
-    }
-}
-
-fn enc_text_request(p: &TextRequest) -> Bhs {
-    let mut b = start(opcode::TEXT_REQUEST, p.immediate);
-    b.flag(1, FINAL, p.final_);
-    b.flag(1, CONTINUE, p.cont);
-    b.put64(8, p.lun);
-    b.put32(16, p.itt);
-    b.put32(20, p.ttt);
-    b.put32(24, p.cmd_sn);
-    b.put32(28, p.exp_stat_sn);
-    b
-}
-
-fn text_response(b: &Bhs, data: Vec<u8>) -> TextResponse {
-    TextResponse {
-        final_: b.bit(1, FINAL),
-        cont: b.bit(1, CONTINUE),
-        lun: b.u64(8),
-        itt: b.u32(16),
-        ttt: b.u32(20),
-        stat_sn: b.u32(24),
-        exp_cmd_sn: b.u32(28),
-        max_cmd_sn: b.u32(32),
-        data,
-    }
-}
-
-fn enc_text_response(p: &TextResponse) -> Bhs {
-    let mut b = start(opcode::TEXT_RESPONSE, false);
-    b.flag(1, FINAL, p.final_);
-    b.flag(1, CONTINUE, p.cont);
-    b.put64(8, p.lun);
-    b.put32(16, p.itt);
-    b.put32(20, p.ttt);
-    b.put32(24, p.stat_sn);
-    b.put32(28, p.exp_cmd_sn);
-    b.put32(32, p.max_cmd_sn);
-    b
-}
-
-fn scsi_command(b: &Bhs, data: Vec<u8>) -> ScsiCommand {
-    let mut cdb = [0; 16];
-    cdb.copy_from_slice(&b.0[32..48]);
-    ScsiCommand {
-        immediate: b.bit(0, IMMEDIATE),
-        final_: b.bit(1, FINAL),
-        read: b.bit(1, 0x40),
-        write: b.bit(1, 0x20),
-        attr: b.0[1] & 7,
-        lun: b.u64(8),
-        itt: b.u32(16),
-        expected_length: b.u32(20),
-        cmd_sn: b.u32(24),
-        exp_stat_sn: b.u32(28),
-        cdb,
-        data,
-    }
-}
-
-fn enc_scsi_command(p: &ScsiCommand) -> Bhs {
-    let mut b = start(opcode::SCSI_COMMAND, p.immediate);
-    b.flag(1, FINAL, p.final_);
-    b.flag(1, 0x40, p.read);
-    b.flag(1, 0x20, p.write);
-    b.0[1] |= p.attr & 7;
-    b.put64(8, p.lun);
-    b.put32(16, p.itt);
-    b.put32(20, p.expected_length);
-    b.put32(24, p.cmd_sn);
-    b.put32(28, p.exp_stat_sn);
-    b.0[32..48].copy_from_slice(&p.cdb);
-    b
-}
-
-fn scsi_response(b: &Bhs, data: Vec<u8>) -> ScsiResponse {
-    ScsiResponse {
-        flags: b.0[1] & 0x1e,
-        response: b.0[2],
-        status: b.0[3],
-        itt: b.u32(16),
-        snack_tag: b.u32(20),
-        stat_sn: b.u32(24),
-        exp_cmd_sn: b.u32(28),
-        max_cmd_sn: b.u32(32),
-        exp_data_sn: b.u32(36),
-        bidi_residual: b.u32(40),
-        residual: b.u32(44),
-        data,
-    }
-}
-
-fn enc_scsi_response(p: &ScsiResponse) -> Bhs {
-    let mut b = start(opcode::SCSI_RESPONSE, false);
-    b.0[1] = FINAL | (p.flags & 0x1e);
-    b.0[2] = p.response;
-    b.0[3] = p.status;
-    b.put32(16, p.itt);
-    b.put32(20, p.snack_tag);
-    b.put32(24, p.stat_sn);
-    b.put32(28, p.exp_cmd_sn);
-    b.put32(32, p.max_cmd_sn);
-    b.put32(36, p.exp_data_sn);
-    b.put32(40, p.bidi_residual);
-    b.put32(44, p.residual);
-    b
-}
-
-fn data_in(b: &Bhs, data: Vec<u8>) -> DataIn {
-    DataIn {
-        final_: b.bit(1, FINAL),
-        ack: b.bit(1, 0x40),
-        overflow: b.bit(1, 0x04),
-        underflow: b.bit(1, 0x02),
-        has_status: b.bit(1, 0x01),
-        status: b.0[3],
-        lun: b.u64(8),
-        itt: b.u32(16),
-        ttt: b.u32(20),
-        stat_sn: b.u32(24),
-        exp_cmd_sn: b.u32(28),
-        max_cmd_sn: b.u32(32),
-        data_sn: b.u32(36),
-        offset: b.u32(40),
-        residual: b.u32(44),
-        data,
-    }
-}
-
-fn enc_data_in(p: &DataIn) -> Bhs {
-    let mut b = start(opcode::DATA_IN, false);
-    b.flag(1, FINAL, p.final_);
-    b.flag(1, 0x40, p.ack);
-    b.flag(1, 0x04, p.overflow);
-    b.flag(1, 0x02, p.underflow);
-    b.flag(1, 0x01, p.has_status);
-    b.0[3] = p.status;
-    b.put64(8, p.lun);
-    b.put32(16, p.itt);
-    b.put32(20, p.ttt);
-    b.put32(24, p.stat_sn);
-    b.put32(28, p.exp_cmd_sn);
-    b.put32(32, p.max_cmd_sn);
-    b.put32(36, p.data_sn);
-    b.put32(40, p.offset);
-    b.put32(44, p.residual);
-    b
-}
-
-fn logout_request(b: &Bhs) -> LogoutRequest {
-    LogoutRequest {
-        immediate: b.bit(0, IMMEDIATE),
-        reason: b.0[1] & 0x7f,
-        itt: b.u32(16),
-        cid: b.u16(20),
-        cmd_sn: b.u32(24),
-        exp_stat_sn: b.u32(28),
-    }
-}
-
-fn enc_logout_request(p: &LogoutRequest) -> Bhs {
-    let mut b = start(opcode::LOGOUT_REQUEST, p.immediate);
-    b.0[1] = FINAL | (p.reason & 0x7f);
-    b.put32(16, p.itt);
-    b.put16(20, p.cid);
-    b.put32(24, p.cmd_sn);
-    b.put32(28, p.exp_stat_sn);
-    b
-}
-
-fn logout_response(b: &Bhs) -> LogoutResponse {
-    LogoutResponse {
-        response: b.0[2],
-        itt: b.u32(16),
-        stat_sn: b.u32(24),
-        exp_cmd_sn: b.u32(28),
-        max_cmd_sn: b.u32(32),
-        time2wait: b.u16(40),
-        time2retain: b.u16(42),
-    }
-}
-
-fn enc_logout_response(p: &LogoutResponse) -> Bhs {
-    let mut b = start(opcode::LOGOUT_RESPONSE, false);
-    b.0[1] = FINAL;
-    b.0[2] = p.response;
-    b.put32(16, p.itt);
-    b.put32(24, p.stat_sn);
-    b.put32(28, p.exp_cmd_sn);
-    b.put32(32, p.max_cmd_sn);
-    b.put16(40, p.time2wait);
-    b.put16(42, p.time2retain);
-    b
-}
-
-fn nop_out(b: &Bhs, data: Vec<u8>) -> NopOut {
-    NopOut {
-        immediate: b.bit(0, IMMEDIATE),
-        lun: b.u64(8),
-        itt: b.u32(16),
-        ttt: b.u32(20),
-        cmd_sn: b.u32(24),
-        exp_stat_sn: b.u32(28),
-        data,
-    }
-}
-
-fn enc_nop_out(p: &NopOut) -> Bhs {
-    let mut b = start(opcode::NOP_OUT, p.immediate);
-    b.0[1] = FINAL;
-    b.put64(8, p.lun);
-    b.put32(16, p.itt);
-    b.put32(20, p.ttt);
-    b.put32(24, p.cmd_sn);
-    b.put32(28, p.exp_stat_sn);
-    b
-}
-
-fn nop_in(b: &Bhs, data: Vec<u8>) -> NopIn {
-    NopIn {
-        lun: b.u64(8),
-        itt: b.u32(16),
-        ttt: b.u32(20),
-        stat_sn: b.u32(24),
-        exp_cmd_sn: b.u32(28),
-        max_cmd_sn: b.u32(32),
-        data,
-    }
-}
-
-fn enc_nop_in(p: &NopIn) -> Bhs {
-    let mut b = start(opcode::NOP_IN, false);
-    b.0[1] = FINAL;
-    b.put64(8, p.lun);
-    b.put32(16, p.itt);
-    b.put32(20, p.ttt);
-    b.put32(24, p.stat_sn);
-    b.put32(28, p.exp_cmd_sn);
-    b.put32(32, p.max_cmd_sn);
-    b
-}
-
-fn reject(b: &Bhs, data: Vec<u8>) -> Reject {
-    Reject {
-        reason: b.0[2],
-        stat_sn: b.u32(24),
-        exp_cmd_sn: b.u32(28),
-        max_cmd_sn: b.u32(32),
-        data_sn: b.u32(36),
-        data,
-    }
-}
-
-fn enc_reject(p: &Reject) -> Bhs {
-    let mut b = start(opcode::REJECT, false);
-    b.0[1] = FINAL;
-    b.0[2] = p.reason;
-    b.put32(16, 0xffff_ffff);
-    b.put32(24, p.stat_sn);
-    b.put32(28, p.exp_cmd_sn);
-    b.put32(32, p.max_cmd_sn);
-    b.put32(36, p.data_sn);
-    b
 }
 
 #[cfg(test)]
@@ -931,6 +605,7 @@ mod tests {
             cid: 0,
             cmd_sn: 12,
             exp_stat_sn: 13,
+            data: Vec::new(),
         }));
         round_trip(Pdu::LogoutResponse(LogoutResponse {
             response: 0,
@@ -940,6 +615,7 @@ mod tests {
             max_cmd_sn: 44,
             time2wait: 2,
             time2retain: 20,
+            data: Vec::new(),
         }));
         let nop = NopOut {
             immediate: true,
