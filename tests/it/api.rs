@@ -1113,3 +1113,54 @@ fn real_openstacksdk_noauth_and_http_basic() {
         eprintln!("openstacksdk flow (http_basic: {basic}) took {:?}", started.elapsed());
     }
 }
+
+/// Ironic's conductor retries a held lock (`[conductor] node_locked_retry_attempts = 3`,
+/// `node_locked_retry_interval = 1`) before answering 409: a volume target deleted while a
+/// power action holds its node, released a moment later, waits for it and is deleted; an edit
+/// that meets a lock held past the tries is refused after them, naming the holder, and
+/// nothing changes.
+#[test]
+fn a_held_lock_is_retried_before_a_409() {
+    let api = Api::start(false);
+    let (status, node) = api.v("POST", "/v1/nodes", Some(json!({"name": "n1", "driver": "fake"})));
+    assert_eq!(status, 201, "{node}");
+    let uuid = node["uuid"].as_str().unwrap().to_owned();
+    let target = json!({"node_uuid": uuid, "volume_type": "iscsi", "boot_index": 0,
+        "volume_id": "vol-1", "properties": {}});
+    let (status, target) = api.v("POST", "/v1/volume/targets", Some(target));
+    assert_eq!(status, 201, "{target}");
+    let target = format!("/v1/volume/targets/{}", target["uuid"].as_str().unwrap());
+    let db = crate::support::open_db_ok(api._dir.path()).unwrap();
+    let power = bootvol_db::ActionToken::new("power");
+    let now = bootvol_core::timefmt::now_unix() as i64;
+    db.try_lock_node(&uuid, &power, now, bootvol_db::LEASE_SECS).unwrap().unwrap();
+    // Released 1.2 s later: after the first try, before the last.
+    let releaser = std::thread::spawn({
+        let (db, uuid, power) =
+            (crate::support::open_db_ok(api._dir.path()).unwrap(), uuid.clone(), power.clone());
+        move || {
+            std::thread::sleep(Duration::from_millis(1200));
+            db.unlock_node(&uuid, &power).unwrap();
+        }
+    });
+    let started = Instant::now();
+    let (status, body) = api.v("DELETE", &target, None);
+    let waited = started.elapsed();
+    releaser.join().unwrap();
+    assert_eq!(status, 204, "{body}");
+    assert!(waited >= Duration::from_secs(1), "deleted after {waited:?}, the lock still held");
+    assert_eq!(api.v("GET", &target, None).0, 404);
+
+    // Held past the tries: refused after two intervals.
+    db.try_lock_node(&uuid, &power, now, bootvol_db::LEASE_SECS).unwrap().unwrap();
+    let started = Instant::now();
+    let patch = json!([{"op": "add", "path": "/extra/x", "value": 1}]);
+    let (status, body) = api.v("PATCH", "/v1/nodes/n1", Some(patch));
+    let waited = started.elapsed();
+    assert_eq!(status, 409, "{body}");
+    assert!(fault(&body).contains("is locked by power"), "{}", fault(&body));
+    assert!(waited >= Duration::from_secs(2), "refused after {waited:?}, before the last try");
+    db.unlock_node(&uuid, &power).unwrap();
+    let (_, after) = api.v("GET", "/v1/nodes/n1", None);
+    assert_eq!(after["extra"], json!({}), "{after}");
+}

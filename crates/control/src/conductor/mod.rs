@@ -271,15 +271,41 @@ impl Conductor {
     }
 
     /// Takes the node's lock for a new action `verb` (refused while another live action holds
-    /// it, in this process or any other).
+    /// it, in this process or any other, once [`Conductor::retry_locked`] gave up).
     async fn lock(&self, record: &NodeRecord, verb: &str) -> Result<NodeLock, ConductorError> {
-        self.db.lock_node(&record.node.uuid, verb).await.map_err(|e| match e {
+        let node = record.node.uuid.as_str();
+        let taken = self.retry_locked(|| self.db.lock_node(node, verb)).await;
+        taken.map_err(|e| match e {
             LockError::Locked(mut locked) => {
                 locked.name.clone_from(&record.node.name);
                 ConductorError::Locked(locked)
             }
             LockError::Db(e) => ConductorError::Db(e),
         })
+    }
+
+    /// Runs `attempt` again while it finds the node's lock held by another live action, as
+    /// Ironic's conductor does before a 409: up to `[conductor] node_locked_retry_attempts`
+    /// tries, `node_locked_retry_interval` seconds apart; then the last answer.
+    pub(crate) async fn retry_locked<T, F>(
+        &self,
+        mut attempt: impl FnMut() -> F,
+    ) -> Result<T, LockError>
+    where
+        F: Future<Output = Result<T, LockError>>,
+    {
+        let settings = &self.config.conductor;
+        let mut tries = 1;
+        loop {
+            match attempt().await {
+                Err(LockError::Locked(_)) if tries < settings.node_locked_retry_attempts => {
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_secs(settings.node_locked_retry_interval))
+                        .await;
+                }
+                answer => return answer,
+            }
+        }
     }
 
     /// Starts an action on a node: checks it is allowed now, takes the node's lock for it,

@@ -3,6 +3,7 @@
 use super::{NodeError, NodeService};
 use bootvol_core::inventory::ChildSpec;
 use bootvol_core::model::{Child, ChildKind, EditRule, Node, PowerState, ProvisionState, Stamped};
+use bootvol_db::LockError;
 
 /// Whether a node is deployed or on its way in or out (its volume and MACs are in use).
 fn deployed(state: ProvisionState) -> bool {
@@ -84,14 +85,23 @@ impl NodeService {
         }
     }
 
-    /// Refuses to edit a node that a live action (of any process) holds.
+    /// Refuses to edit a node that a live action (of any process) holds, once the conductor's
+    /// retries of the lock gave up.
     pub(super) async fn check_unlocked(&self, node: &Node) -> Result<(), NodeError> {
-        match self.db().node_locked(&node.uuid).await? {
-            None => Ok(()),
-            Some(holder) => Err(NodeError::Locked(format!(
+        let free = || async {
+            match self.db().node_locked(&node.uuid).await {
+                Ok(None) => Ok(()),
+                Ok(Some(holder)) => Err(LockError::Locked(holder)),
+                Err(e) => Err(LockError::Db(e)),
+            }
+        };
+        match self.conductor().retry_locked(free).await {
+            Ok(()) => Ok(()),
+            Err(LockError::Locked(holder)) => Err(NodeError::Locked(format!(
                 "Node {} is locked by {} (since {}), please retry after the current operation is completed.",
                 node.uuid, holder.action, holder.since
             ))),
+            Err(LockError::Db(e)) => Err(e.into()),
         }
     }
 }

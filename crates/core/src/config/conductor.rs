@@ -16,11 +16,22 @@ pub struct ConductorSection {
     pub power_state_wait: u64,
     /// Seconds between two checks of power states changed out of band (in `serve`); 0: off.
     pub power_sync_interval: u64,
+    /// Tries at a node's lock while another action holds it, before the request is refused
+    /// with 409 (Ironic's conductor option of the same name, and its default).
+    pub node_locked_retry_attempts: u32,
+    /// Seconds between two of those tries.
+    pub node_locked_retry_interval: u64,
 }
 
 impl Default for ConductorSection {
     fn default() -> Self {
-        ConductorSection { power_timeout: 20, power_state_wait: 60, power_sync_interval: 60 }
+        ConductorSection {
+            power_timeout: 20,
+            power_state_wait: 60,
+            power_sync_interval: 60,
+            node_locked_retry_attempts: 3,
+            node_locked_retry_interval: 1,
+        }
     }
 }
 
@@ -84,6 +95,15 @@ impl ConductorSection {
     pub(super) fn validate(&self) -> Result<(), Invalid> {
         if self.power_timeout == 0 {
             return Err(("conductor.power_timeout", "must be at least 1 second".into()));
+        }
+        if self.node_locked_retry_attempts == 0 {
+            return Err(("conductor.node_locked_retry_attempts", "must be at least 1".into()));
+        }
+        if self.node_locked_retry_interval > 60 {
+            return Err((
+                "conductor.node_locked_retry_interval",
+                "at most 60 seconds (a request waits this long between its tries)".into(),
+            ));
         }
         Ok(())
     }
