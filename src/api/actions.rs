@@ -12,7 +12,7 @@ use serde_json::{Map, Value, json};
 use super::resources::{kind_of, load_node, without_nulls};
 use super::{ApiError, ApiResult, ApiState, Request, json_response};
 use bootvol_control::conductor::{
-    Action, ConductorError, Refusal, StateChange, UnknownTarget, Verb,
+    Action, ConductorError, Refusal, StateChange, UnknownTarget, Verb, locked_message,
 };
 use bootvol_control::power::BootDevice;
 use bootvol_core::model::hardware::Kind;
@@ -21,10 +21,7 @@ use bootvol_core::secrets::mask;
 pub(super) fn map_conductor(e: ConductorError) -> ApiError {
     match e {
         ConductorError::NotFound(n) => ApiError::not_found(format!("Node {n} could not be found.")),
-        ConductorError::Locked(l) => ApiError::conflict(format!(
-            "Node {} is locked by {} (since {}), please retry after the current operation is completed.",
-            l.node, l.action, l.since
-        )),
+        ConductorError::Locked(l) => ApiError::conflict(locked_message(&l)),
         ConductorError::Refused(m) => ApiError::conflict(m),
         ConductorError::Inadmissible(refusal) => refused(&refusal),
         ConductorError::Failed(m) => ApiError::bad_request(m),

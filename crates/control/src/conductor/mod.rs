@@ -77,6 +77,15 @@ impl From<StorageError> for ConductorError {
     }
 }
 
+/// Ironic's words for a node another live action holds: the 409 of the API, the refusal of
+/// the node service.
+pub fn locked_message(locked: &Locked) -> String {
+    format!(
+        "Node {} is locked by {} (since {}), please retry after the current operation is completed.",
+        locked.node, locked.action, locked.since
+    )
+}
+
 /// The conductor.
 #[derive(Clone)]
 pub struct Conductor {

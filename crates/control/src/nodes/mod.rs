@@ -19,7 +19,7 @@ mod rules;
 
 use serde_json::json;
 
-use crate::conductor::{Action, Conductor, ConductorError};
+use crate::conductor::{Action, Conductor, ConductorError, locked_message};
 use crate::probe::NodeProbe;
 use bootvol_core::inventory::{ChildSpec, NodeSpec};
 pub use bootvol_core::model::records::{AttachmentRecord, Event};
@@ -82,10 +82,7 @@ impl From<ConductorError> for NodeError {
             ConductorError::NotFound(n) => {
                 NodeError::NotFound(format!("Node {n} could not be found."))
             }
-            ConductorError::Locked(l) => NodeError::Locked(format!(
-                "Node {} is locked by {} (since {}), please retry after the current operation is completed.",
-                l.node, l.action, l.since
-            )),
+            ConductorError::Locked(l) => NodeError::Locked(locked_message(&l)),
             ConductorError::Refused(m) => NodeError::Conflict(m),
             ConductorError::Inadmissible(r) => NodeError::Conflict(r.to_string()),
             ConductorError::Failed(m) => NodeError::Invalid(m),

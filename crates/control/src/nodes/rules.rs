@@ -1,6 +1,7 @@
 //! Ironic's edit rules: which changes a node's state allows, and which the node's lock forbids.
 
 use super::{NodeError, NodeService};
+use crate::conductor::locked_message;
 use bootvol_core::inventory::ChildSpec;
 use bootvol_core::model::{Child, ChildKind, EditRule, Node, PowerState, ProvisionState, Stamped};
 use bootvol_db::LockError;
@@ -97,10 +98,7 @@ impl NodeService {
         };
         match self.conductor().retry_locked(free).await {
             Ok(()) => Ok(()),
-            Err(LockError::Locked(holder)) => Err(NodeError::Locked(format!(
-                "Node {} is locked by {} (since {}), please retry after the current operation is completed.",
-                node.uuid, holder.action, holder.since
-            ))),
+            Err(LockError::Locked(holder)) => Err(NodeError::Locked(locked_message(&holder))),
             Err(LockError::Db(e)) => Err(e.into()),
         }
     }
