@@ -47,6 +47,9 @@ pub enum Command {
         /// Delete nodes that the file does not list.
         #[arg(long)]
         prune: bool,
+        /// Name every node in the report (by default each line names the first 20 and counts).
+        #[arg(long)]
+        verbose: bool,
     },
     /// Print the inventory as JSON, every secret masked.
     Export,
@@ -207,7 +210,9 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<()> {
             }
             match command {
                 Command::CheckConfig => check_config(&config, &origin, out),
-                Command::Apply { file, prune } => apply(&config, &file, prune, out),
+                Command::Apply { file, prune, verbose } => {
+                    apply(&config, &file, prune, verbose, out)
+                }
                 Command::Export => export(&config, out),
                 Command::Render { mac } => render(&config, &mac, out),
                 Command::Serve => serve(config, &origin),
@@ -308,7 +313,13 @@ fn open_db(config: &Config) -> Result<Db> {
         .with_context(|| format!("opening {}", config.database.shown()))
 }
 
-fn apply(config: &Config, file: &Path, prune: bool, out: &mut dyn Write) -> Result<()> {
+fn apply(
+    config: &Config,
+    file: &Path,
+    prune: bool,
+    verbose: bool,
+    out: &mut dyn Write,
+) -> Result<()> {
     let text =
         std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
     let specs = inventory::parse(&text, Format::from_path(file), config).with_context(|| {
@@ -325,10 +336,24 @@ fn apply(config: &Config, file: &Path, prune: bool, out: &mut dyn Write) -> Resu
         ("deleted", &report.deleted),
     ] {
         if !names.is_empty() {
-            writeln!(out, "{label}: {}", names.join(", "))?;
+            writeln!(out, "{label}: {}", report_line(names, verbose))?;
         }
     }
     Ok(())
+}
+
+/// Names shown on a line of `apply`'s report unless `--verbose`.
+const REPORT_NAMES: usize = 20;
+
+/// One line of `apply`'s report: the names (the first [`REPORT_NAMES`] unless `verbose`) and
+/// how many there are, so that an inventory of 100,000 nodes reports in a few lines.
+fn report_line(names: &[String], verbose: bool) -> String {
+    let shown = if verbose { names.len() } else { names.len().min(REPORT_NAMES) };
+    let listed = names[..shown].join(", ");
+    match names.len() - shown {
+        0 => format!("{listed} ({})", names.len()),
+        more => format!("{listed} and {more} more ({}; --verbose names them all)", names.len()),
+    }
 }
 
 fn export(config: &Config, out: &mut dyn Write) -> Result<()> {

@@ -203,6 +203,27 @@ fn render_matches_the_golden_scripts() {
     assert!(app.fails(&["render", "--mac", "not-a-mac"]).contains("is not a MAC address"));
 }
 
+/// `apply`'s report names the first 20 nodes of each line and counts them all; `--verbose`
+/// names every one. A second apply of the same file reports them unchanged, in file order.
+#[test]
+fn apply_reports_counts_and_names_the_rest_with_verbose() {
+    let app = new_appliance();
+    let nodes: Vec<Value> = (0..30)
+        .map(|i| serde_json::json!({"name": format!("r{i:02}"), "ports": [{"address": format!("52:54:00:77:00:{i:02x}")}]}))
+        .collect();
+    let file = app.path("rack.json");
+    std::fs::write(&file, serde_json::json!({"nodes": nodes}).to_string()).unwrap();
+    let file = file_str(&file);
+    let first = app.ok(&["apply", &file]);
+    assert_eq!(first.lines().count(), 1, "{first}");
+    assert!(first.starts_with("created: r00, r01, "), "{first}");
+    assert!(first.contains("r19 and 10 more (30; --verbose names them all)"), "{first}");
+    assert!(!first.contains("r20"), "{first}");
+    let again = app.ok(&["apply", "--verbose", &file]);
+    let names: Vec<String> = (0..30).map(|i| format!("r{i:02}")).collect();
+    assert_eq!(again.trim_end(), format!("unchanged: {} (30)", names.join(", ")));
+}
+
 #[test]
 fn check_config_names_the_bad_key() {
     let app = new_appliance();

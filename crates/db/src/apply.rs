@@ -3,7 +3,7 @@
 //! connector type and id, target boot_index and volume), so re-applying a file changes nothing
 //! and keeps UUIDs.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use super::engine::{Tx, args};
 
@@ -41,27 +41,36 @@ impl Db {
         specs: &[NodeSpec],
         prune: bool,
     ) -> Result<ApplyReport, ApplyError> {
-        let existing: Vec<NodeRecord> = self.node_records()?;
+        let records: Vec<NodeRecord> = self.node_records()?;
+        let existing = Stored::index(&records);
         let tx = self.conn.begin()?;
         let mut report = ApplyReport::default();
         let mut errors = Vec::new();
         if prune {
-            prune_unlisted(&tx, &existing, specs, &mut report, &mut errors)?;
+            prune_unlisted(&tx, &records, specs, &mut report, &mut errors)?;
         }
-        let node_ids = upsert_nodes(&tx, &existing, specs, &mut report, &mut errors);
+        let (node_ids, mut outcomes) = upsert_nodes(&tx, &existing, specs, &mut errors);
         if !errors.is_empty() {
             return Err(ApplyError::Conflicts(errors));
         }
         // Remove children the file no longer lists first, so a MAC or IQN may move between
         // two nodes of the same file.
         for spec in specs {
-            remove_unlisted_children(&tx, spec, find(&existing, spec))?;
+            remove_unlisted_children(&tx, spec, existing.find(spec))?;
         }
-        upsert_all_children(&tx, &existing, specs, &node_ids, &mut report, &mut errors);
+        upsert_all_children(&tx, &existing, specs, &node_ids, &mut outcomes, &mut errors);
         if !errors.is_empty() {
             return Err(ApplyError::Conflicts(errors));
         }
         tx.commit()?;
+        for (spec, outcome) in specs.iter().zip(outcomes) {
+            let list = match outcome {
+                Outcome::Created => &mut report.created,
+                Outcome::Updated => &mut report.updated,
+                Outcome::Unchanged => &mut report.unchanged,
+            };
+            list.push(spec.name.clone());
+        }
         Ok(report)
     }
 }
@@ -103,60 +112,80 @@ fn prune_unlisted(
     Ok(())
 }
 
-/// Inserts or updates each spec's node row, reporting it created, updated or unchanged (or
-/// an error); returns the ids of the rows, in `specs` order (complete when no error).
+/// The stored nodes, found by UUID or by name in constant time (an apply looks each spec's
+/// node up three times: a scan each would make an apply quadratic in the node count).
+struct Stored<'a> {
+    by_uuid: HashMap<&'a str, &'a NodeRecord>,
+    by_name: HashMap<&'a str, &'a NodeRecord>,
+}
+
+impl<'a> Stored<'a> {
+    fn index(records: &'a [NodeRecord]) -> Stored<'a> {
+        Stored {
+            by_uuid: records.iter().map(|r| (r.node.uuid.as_str(), r)).collect(),
+            by_name: records.iter().map(|r| (r.node.name.as_str(), r)).collect(),
+        }
+    }
+
+    /// The stored node a spec names: by its UUID when it gives one, else by its name.
+    fn find(&self, spec: &NodeSpec) -> Option<&'a NodeRecord> {
+        match &spec.uuid {
+            Some(uuid) => self.by_uuid.get(uuid.as_str()).copied(),
+            None => self.by_name.get(spec.name.as_str()).copied(),
+        }
+    }
+}
+
+/// What an apply did to one spec's node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    Created,
+    Updated,
+    Unchanged,
+}
+
+/// Inserts or updates each spec's node row (or records an error); returns the ids of the
+/// rows and what was done to each, in `specs` order (complete when no error).
 fn upsert_nodes(
     tx: &Tx<'_>,
-    existing: &[NodeRecord],
+    existing: &Stored<'_>,
     specs: &[NodeSpec],
-    report: &mut ApplyReport,
     errors: &mut Vec<String>,
-) -> Vec<i64> {
-    let mut node_ids = Vec::new();
+) -> (Vec<i64>, Vec<Outcome>) {
+    let (mut node_ids, mut outcomes) = (Vec::new(), Vec::new());
     for spec in specs {
-        let stored = find(existing, spec);
+        let stored = existing.find(spec);
         match upsert_node(tx, spec, stored) {
             Ok((id, changed)) => {
                 node_ids.push(id);
-                match (stored, changed) {
-                    (None, _) => report.created.push(spec.name.clone()),
-                    (Some(_), true) => report.updated.push(spec.name.clone()),
-                    (Some(_), false) => report.unchanged.push(spec.name.clone()),
-                }
+                outcomes.push(match (stored, changed) {
+                    (None, _) => Outcome::Created,
+                    (Some(_), true) => Outcome::Updated,
+                    (Some(_), false) => Outcome::Unchanged,
+                });
             }
             Err(e) => errors.push(format!("node {}: {e}", spec.name)),
         }
     }
-    node_ids
+    (node_ids, outcomes)
 }
 
 /// Inserts or updates each node's ports, connectors and targets; a stored node whose children
 /// changed is reported updated rather than unchanged.
 fn upsert_all_children(
     tx: &Tx<'_>,
-    existing: &[NodeRecord],
+    existing: &Stored<'_>,
     specs: &[NodeSpec],
     node_ids: &[i64],
-    report: &mut ApplyReport,
+    outcomes: &mut [Outcome],
     errors: &mut Vec<String>,
 ) {
-    for (spec, &id) in specs.iter().zip(node_ids) {
-        let stored = find(existing, spec);
-        match upsert_children(tx, spec, id, stored) {
-            Ok(true) if stored.is_some() && !report.updated.contains(&spec.name) => {
-                report.unchanged.retain(|n| n != &spec.name);
-                report.updated.push(spec.name.clone());
-            }
+    for ((spec, &id), outcome) in specs.iter().zip(node_ids).zip(outcomes) {
+        match upsert_children(tx, spec, id, existing.find(spec)) {
+            Ok(true) if *outcome == Outcome::Unchanged => *outcome = Outcome::Updated,
             Ok(_) => {}
             Err(e) => errors.push(format!("node {}: {e}", spec.name)),
         }
-    }
-}
-
-fn find<'a>(existing: &'a [NodeRecord], spec: &NodeSpec) -> Option<&'a NodeRecord> {
-    match &spec.uuid {
-        Some(uuid) => existing.iter().find(|r| &r.node.uuid == uuid),
-        None => existing.iter().find(|r| r.node.name == spec.name),
     }
 }
 

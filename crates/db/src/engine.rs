@@ -18,7 +18,7 @@
 //! every use fails with [`DbError::Unavailable`] (the API answers 503).
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -652,13 +652,13 @@ impl Conn {
         } else {
             "BEGIN"
         })?;
-        Ok(Tx { conn: self, changes: RefCell::new(Vec::new()), done: false })
+        Ok(Tx { conn: self, changes: RefCell::default(), done: false })
     }
 
     /// Starts a transaction.
     pub(crate) fn begin(&self) -> Result<Tx<'_>, DbError> {
         self.batch("BEGIN")?;
-        Ok(Tx { conn: self, changes: RefCell::new(Vec::new()), done: false })
+        Ok(Tx { conn: self, changes: RefCell::default(), done: false })
     }
 
     /// The highest change `seq` committed.
@@ -679,8 +679,16 @@ pub struct Change {
 /// An open transaction; rolled back when dropped before [`Tx::commit`].
 pub(crate) struct Tx<'c> {
     conn: &'c Conn,
-    changes: RefCell<Vec<(&'static str, String, &'static str)>>,
+    changes: RefCell<Changes>,
     done: bool,
+}
+
+/// The changes a transaction recorded, in order, each once (a set beside the list, so that
+/// recording stays constant-time however many rows one transaction touches).
+#[derive(Default)]
+struct Changes {
+    list: Vec<(&'static str, String, &'static str)>,
+    seen: HashSet<(&'static str, String, &'static str)>,
 }
 
 impl std::ops::Deref for Tx<'_> {
@@ -694,14 +702,15 @@ impl Tx<'_> {
     /// Records that row `key` of `entity` was created, updated or deleted (`op`).
     pub(crate) fn changed(&self, entity: &'static str, key: &str, op: &'static str) {
         let mut changes = self.changes.borrow_mut();
-        if !changes.iter().any(|(e, k, o)| *e == entity && k == key && *o == op) {
-            changes.push((entity, key.to_owned(), op));
+        let change = (entity, key.to_owned(), op);
+        if changes.seen.insert(change.clone()) {
+            changes.list.push(change);
         }
     }
 
     /// Writes the change log and commits.
     pub(crate) fn commit(mut self) -> Result<(), DbError> {
-        let changes = std::mem::take(&mut *self.changes.borrow_mut());
+        let changes = std::mem::take(&mut *self.changes.borrow_mut()).list;
         if !changes.is_empty() {
             let n = i64::try_from(changes.len()).unwrap_or(i64::MAX);
             // The counter's row lock is held to the commit: a later writer waits here, so seq
