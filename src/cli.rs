@@ -358,10 +358,32 @@ fn report_line(names: &[String], verbose: bool) -> String {
 
 fn export(config: &Config, out: &mut dyn Write) -> Result<()> {
     let db = open_db(config)?;
-    let document = inventory::export(&db.node_records()?);
-    writeln!(out, "{}", serde_json::to_string_pretty(&document)?)?;
+    // A page of records at a time, each node written as it comes: what
+    // `serde_json::to_string_pretty(&inventory::export(..))` prints, byte for byte, without the
+    // whole document in memory (100,000 nodes would hold gigabytes).
+    let mut count = 0usize;
+    out.write_all(b"{\n  \"nodes\": [")?;
+    db.for_each_node_record_page(EXPORT_PAGE, |records| {
+        for record in &records {
+            let node = serde_json::to_string_pretty(&inventory::export_one(record))?;
+            out.write_all(if count == 0 { b"\n" } else { b",\n" })?;
+            // JSON strings hold no raw newline: every line of the node is indented as one.
+            for (i, line) in node.lines().enumerate() {
+                if i > 0 {
+                    out.write_all(b"\n")?;
+                }
+                write!(out, "    {line}")?;
+            }
+            count += 1;
+        }
+        Ok::<(), anyhow::Error>(())
+    })?;
+    out.write_all(if count == 0 { b"]\n}\n" } else { b"\n  ]\n}\n" })?;
     Ok(())
 }
+
+/// Nodes `export` reads at a time.
+const EXPORT_PAGE: usize = 500;
 
 fn templates(config: &Config) -> Result<Templates> {
     Ok(Templates::new(config.boot.templates_dir.as_deref())?)

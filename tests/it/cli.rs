@@ -46,6 +46,10 @@ fn apply_is_idempotent_and_keeps_uuids() {
     assert!(first.starts_with("created: "), "{first}");
     assert_eq!(first.matches(',').count(), 11, "12 nodes created: {first}");
     let export_before = app.ok(&["export"]);
+    // Written a node at a time, it is exactly the pretty JSON of the whole document.
+    let document: Value = serde_json::from_str(&export_before).unwrap();
+    assert_eq!(document["nodes"].as_array().map(Vec::len), Some(12));
+    assert_eq!(export_before, format!("{}\n", serde_json::to_string_pretty(&document).unwrap()));
     let second = app.ok(&["apply", &file]);
     assert!(
         second.starts_with("unchanged: ")

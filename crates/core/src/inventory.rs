@@ -607,10 +607,15 @@ fn collect_strings(value: &Value, out: &mut Vec<String>) {
 
 /// The inventory of every node, as JSON in the file's own shape, with every secret masked.
 pub fn export(records: &[NodeRecord]) -> Value {
-    let nodes: Vec<Value> = records.iter().map(export_node).collect();
-    let mut document = json!({ "nodes": nodes });
-    secrets::mask(&mut document);
-    document
+    json!({ "nodes": records.iter().map(export_one).collect::<Vec<_>>() })
+}
+
+/// One node of [`export`]'s `nodes`, its secrets masked: for a writer that streams the
+/// document a node at a time (`bootvol export` of a large database).
+pub fn export_one(record: &NodeRecord) -> Value {
+    let mut node = export_node(record);
+    secrets::mask(&mut node);
+    node
 }
 
 fn export_node(record: &NodeRecord) -> Value {
