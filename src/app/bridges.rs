@@ -181,6 +181,33 @@ impl bootvol_edge::snapshot::SnapshotSource for DbSnapshotSource {
             .map_err(|e| e.to_string())
     }
 
+    fn change_seq(&mut self) -> Option<i64> {
+        self.0.change_seq().ok()
+    }
+
+    fn changed_nodes(&mut self, since: i64, limit: usize) -> Option<(i64, Vec<String>)> {
+        let read = u32::try_from(limit + 1).unwrap_or(u32::MAX);
+        let changes = self.0.changes_since(since, read).ok()??;
+        if changes.len() > limit {
+            return None;
+        }
+        let last = changes.last().map_or(since, |c| c.seq);
+        let mut seen = std::collections::HashSet::new();
+        let nodes = changes
+            .into_iter()
+            .filter(|c| c.entity == "nodes" && seen.insert(c.key.clone()))
+            .map(|c| c.key)
+            .collect();
+        Some((last, nodes))
+    }
+
+    fn records(&mut self, uuids: &[String]) -> Result<Vec<(String, Option<NodeRecord>)>, String> {
+        uuids
+            .iter()
+            .map(|uuid| Ok((uuid.clone(), self.0.node_record(uuid).map_err(|e| e.to_string())?)))
+            .collect()
+    }
+
     /// What the change log says happened (PostgreSQL), for the log. The snapshot is rebuilt
     /// whole either way; a reader behind the pruned log notices here.
     fn log_changes(&mut self, from: i64, to: i64) {

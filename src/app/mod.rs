@@ -158,7 +158,7 @@ impl Owners {
         let reload = snapshot.clone();
         let conductor =
             Conductor::from_config(Arc::new(config.clone()), database.shared().clone())?
-                .with_on_change(Arc::new(move || reload.reload()))
+                .with_on_change(Arc::new(move || reload.changed()))
                 .with_metrics(Arc::clone(&metrics))
                 .with_public_url(public_url.clone())
                 .with_boot_windows(Arc::clone(&windows));

@@ -228,3 +228,71 @@ fn the_snapshot_keeps_each_nodes_scenario_and_problem() {
     );
     assert!(snapshot.node("no-such-node").is_none());
 }
+
+/// A snapshot updated by the changed nodes alone serves what one built anew from every record
+/// serves: a node whose state changed, a port moved between two nodes, a node deleted, a node
+/// added, a node changed and deleted at once; MAC by MAC, node by node, and in its counts.
+#[test]
+fn a_snapshot_updated_by_its_changed_nodes_is_the_one_built_anew() {
+    use bootvol_core::boot::{BootSnapshot, Templates};
+    use bootvol_core::model::{NodeRecord, ProvisionState};
+    let config = config(tempfile::tempdir().unwrap().path());
+    let db = scenario_db(&config);
+    let before: Vec<NodeRecord> = db.node_records().unwrap();
+    let templates = Templates::new(None).unwrap();
+    let settings = config.boot_settings();
+    let storage = config.default.default_storage_interface;
+    let build = |records: &[NodeRecord]| {
+        BootSnapshot::build(records, &templates, &settings, storage).unwrap()
+    };
+    let old = build(&before);
+    let mut after = before.clone();
+    let at = |records: &[NodeRecord], name: &str| {
+        records.iter().position(|r| r.node.name == name).unwrap()
+    };
+    // iscsi-chap undeployed; fcoe's port moves to aoe; http-san deleted; a copy of nfs-root
+    // added under a new UUID, name and MAC.
+    let chap = at(&after, "iscsi-chap");
+    after[chap].node.provision_state = ProvisionState::Available;
+    let (fcoe, aoe) = (at(&after, "fcoe"), at(&after, "aoe"));
+    let port = after[fcoe].ports.remove(0);
+    let moved = port.address;
+    after[aoe].ports.push(port);
+    let gone = after.remove(at(&after, "http-san"));
+    let mut added = after[at(&after, "nfs-root")].clone();
+    added.node.uuid = "55555555-5555-4555-8555-000000000001".into();
+    added.node.name = "nfs-root-2".into();
+    added.ports[0].address = "52:54:00:55:00:01".parse().unwrap();
+    added.ports[0].uuid = "55555555-5555-4555-8555-000000000002".into();
+    after.push(added.clone());
+    let record = |name: &str| {
+        let record = after.iter().find(|r| r.node.name == name).cloned().unwrap();
+        (record.node.uuid.clone(), Some(record))
+    };
+    let changed = vec![
+        record("iscsi-chap"),
+        record("fcoe"),
+        record("aoe"),
+        (gone.node.uuid.clone(), None),
+        (added.node.uuid.clone(), Some(added.clone())),
+    ];
+    let updated = old.with_changes(&changed, &templates, &settings, storage);
+    let anew = build(&after);
+    let macs = before.iter().chain(&after).flat_map(|r| r.ports.iter().map(|p| p.address));
+    for mac in macs {
+        let text = |s: &BootSnapshot| s.script(mac).map(|x| (x.text.clone(), x.node.clone()));
+        assert_eq!(text(&updated), text(&anew), "{mac}");
+    }
+    for uuid in before.iter().chain(&after).map(|r| r.node.uuid.as_str()) {
+        let served = |s: &BootSnapshot| s.node(uuid).map(|x| (**x).clone());
+        assert_eq!(served(&updated), served(&anew), "{uuid}");
+    }
+    assert_eq!(updated.node_count(), anew.node_count());
+    assert_eq!(updated.mac_count(), anew.mac_count());
+    assert_eq!(updated.nodes_by_state(), anew.nodes_by_state());
+    assert_eq!(updated.script(moved).unwrap().node.as_deref(), Some("aoe"), "the moved MAC");
+    assert!(updated.node(&gone.node.uuid).is_none());
+    // The old snapshot is untouched: requests in flight keep what they started with.
+    assert_eq!(old.node_count(), before.len());
+    assert_eq!(old.script(moved).unwrap().node.as_deref(), Some("fcoe"));
+}

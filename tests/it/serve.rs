@@ -232,6 +232,21 @@ fn changes_by_another_process_reach_the_boot_path_without_a_restart() {
         assert!(Instant::now() < deadline, "the new slot never reached the boot path");
         std::thread::sleep(Duration::from_millis(50));
     }
+    // The snapshot is updated node by node: the others keep their scripts, and a node deleted
+    // by another process (an apply with --prune) leaves the boot path with its MAC.
+    let hba = format!("{}/boot/52-54-00-00-09-01.ipxe", server.base);
+    let before = get(&hba);
+    assert_eq!(before.0, 200);
+    let mut doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+    doc["nodes"].as_array_mut().unwrap().retain(|n| n["name"] != "aoe");
+    let specs = inventory::parse(&doc.to_string(), Format::Json, &config).unwrap();
+    Db::open_config(&config.database).unwrap().apply_inventory(&specs, true).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while get(&url).0 != 404 {
+        assert!(Instant::now() < deadline, "the deleted node's MAC is still served");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(get(&hba), before, "another node's script changed");
     server.stop().unwrap();
 }
 

@@ -4,8 +4,8 @@ use super::engine::{Row, args};
 use serde_json::Value;
 
 use super::{Db, DbError};
-use bootvol_core::model::JsonMap;
 pub use bootvol_core::model::records::{AttachmentRecord, AttachmentState, Event};
+use bootvol_core::model::{ChildKind, JsonMap};
 
 /// Event types recorded once while they repeat as they are (same node, level and payload as
 /// the node's newest event): a drift found again by every sync pass.
@@ -122,6 +122,7 @@ impl Db {
             args![target_uuid, Value::Object(properties.clone()).to_string()],
         )?;
         tx.changed("volume_targets", target_uuid, "update");
+        super::writes::child_node_changed(&tx, ChildKind::Target, target_uuid)?;
         tx.commit()
     }
 

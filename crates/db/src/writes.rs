@@ -214,7 +214,7 @@ pub(super) fn insert_child(
 ) -> Result<(), DbError> {
     tx.execute(child_statements(spec.kind()).0, &child_params(uuid, node_id, spec))?;
     tx.changed(table(spec.kind()), uuid, "create");
-    Ok(())
+    node_of_id_changed(tx, node_id)
 }
 
 /// Updates a port, connector or target (moving it to node `node_id`); how many rows changed.
@@ -225,13 +225,40 @@ pub(super) fn update_child(
     spec: &ChildSpec,
 ) -> Result<usize, DbError> {
     tx.changed(table(spec.kind()), uuid, "update");
-    tx.execute(child_statements(spec.kind()).1, &child_params(uuid, node_id, spec))
+    // The node it leaves (when it moves) and the node it is on now both change.
+    child_node_changed(tx, spec.kind(), uuid)?;
+    let rows = tx.execute(child_statements(spec.kind()).1, &child_params(uuid, node_id, spec))?;
+    node_of_id_changed(tx, node_id)?;
+    Ok(rows)
 }
 
 /// Deletes a port, connector or target; how many rows went.
 pub(super) fn delete_child(tx: &Tx<'_>, kind: ChildKind, uuid: &str) -> Result<usize, DbError> {
     tx.changed(table(kind), uuid, "delete");
+    child_node_changed(tx, kind, uuid)?;
     tx.execute(&format!("DELETE FROM {} WHERE uuid = ?1", table(kind)), args![uuid])
+}
+
+/// Logs a change of the node a child row `uuid` belongs to now (before the row is written):
+/// the change log then names, as `nodes` entries, every node whose record a transaction
+/// changed, children included, so that a reader re-reads just those nodes (the boot snapshot).
+pub(super) fn child_node_changed(tx: &Tx<'_>, kind: ChildKind, uuid: &str) -> Result<(), DbError> {
+    let sql = format!(
+        "SELECT n.uuid FROM {} c JOIN nodes n ON n.id = c.node_id WHERE c.uuid = ?1",
+        table(kind)
+    );
+    if let Some(row) = tx.query_opt(&sql, args![uuid])? {
+        tx.changed("nodes", &row.get::<String>(0)?, "update");
+    }
+    Ok(())
+}
+
+/// Logs a change of node `node_id` (a child of it was written).
+fn node_of_id_changed(tx: &Tx<'_>, node_id: i64) -> Result<(), DbError> {
+    if let Some(row) = tx.query_opt("SELECT uuid FROM nodes WHERE id = ?1", args![node_id])? {
+        tx.changed("nodes", &row.get::<String>(0)?, "update");
+    }
+    Ok(())
 }
 
 /// The row that holds what must be unique about `spec` (on node `node_id`): a port's MAC
@@ -434,6 +461,7 @@ impl Db {
         )?;
         if changed > 0 {
             tx.changed("ports", port_uuid, "update");
+            child_node_changed(&tx, ChildKind::Port, port_uuid)?;
         }
         tx.commit()?;
         Ok(changed > 0)

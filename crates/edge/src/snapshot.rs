@@ -1,8 +1,15 @@
 //! The boot snapshot's owner at run time: builds the first snapshot before anything is served,
-//! then runs the watcher that rebuilds it whenever the store says another writer committed
-//! (SQLite's `data_version`, PostgreSQL's change log), the set of live peers changed, or on
-//! [`SnapshotHandle::reload`] (SIGHUP, a change made in this process), and swaps it atomically:
-//! requests in flight keep the snapshot they started with.
+//! then runs the watcher that brings it up to date whenever the store says a writer committed
+//! (SQLite's `data_version`, PostgreSQL's change log) or [`SnapshotHandle::changed`] asks, and
+//! swaps it atomically: requests in flight keep the snapshot they started with.
+//!
+//! Up to date means, by preference, only the nodes the change log names since the snapshot's
+//! own change (their records read again and rendered, every other script kept:
+//! [`BootSnapshot::with_changes`]), so that one change is served in milliseconds whatever the
+//! number of nodes. The whole snapshot is built anew at start, on [`SnapshotHandle::reload`]
+//! (SIGHUP: templates too), when the boot URL or the set of live peers changed (every script
+//! names them), and when the log cannot say what changed (pruned, or more than
+//! [`INCREMENTAL_LIMIT`] changes).
 //!
 //! It reads the store only through [`SnapshotSource`], which the binary implements over the
 //! database: it must not know SQL, tables or which engine answers.
@@ -38,6 +45,14 @@ pub trait SnapshotSource: Send + 'static {
     fn log_changes(&mut self, from: i64, to: i64);
     /// Hands back what reading the records cost (caches), after a build.
     fn release_memory(&mut self);
+    /// The change log's last sequence number; `None` when the store cannot be read now.
+    fn change_seq(&mut self) -> Option<i64>;
+    /// The nodes changed after change `since` (their UUIDs, each once) and the last change
+    /// read; `None` when the log cannot say (pruned past `since`, unreadable) or names more
+    /// than `limit` changes: then the whole snapshot is built anew.
+    fn changed_nodes(&mut self, since: i64, limit: usize) -> Option<(i64, Vec<String>)>;
+    /// Each node's record now, by UUID (`None`: it is gone).
+    fn records(&mut self, uuids: &[String]) -> Result<Vec<(String, Option<NodeRecord>)>, String>;
 }
 
 /// A handle on the running snapshot, for callers that change the data in-process.
@@ -89,6 +104,7 @@ pub fn start(
     let templates = Templates::new(config.boot.templates_dir.as_deref())?;
     let peers = source.peers();
     let url = inputs.public_url.get();
+    let seq = source.change_seq();
     let first = build(&mut source, &templates, config, &inputs.metrics, &url, &peers)?;
     let current = Arc::new(ArcSwap::from_pointee(first));
     let (wake, requests) = mpsc::channel();
@@ -101,6 +117,8 @@ pub fn start(
         shutdown,
         inputs,
         peers,
+        url,
+        seq,
     };
     tracker.spawn_blocking(move || watcher.run());
     Ok(SnapshotHandle { current, wake })
@@ -115,11 +133,7 @@ fn build(
     peers: &[String],
 ) -> anyhow::Result<BootSnapshot> {
     let started = Instant::now();
-    let settings = BootSettings {
-        public_url: public_url.to_owned(),
-        peers: peers.to_vec(),
-        ..config.boot_settings()
-    };
+    let settings = settings(config, public_url, peers);
     let mut builder =
         SnapshotBuilder::new(templates, &settings, config.default.default_storage_interface, 0);
     source.each_record(&mut |record| builder.add(record)).map_err(anyhow::Error::msg)?;
@@ -135,6 +149,18 @@ fn build(
     Ok(snapshot)
 }
 
+/// The settings every script is rendered with.
+fn settings(config: &Config, public_url: &str, peers: &[String]) -> BootSettings {
+    BootSettings {
+        public_url: public_url.to_owned(),
+        peers: peers.to_vec(),
+        ..config.boot_settings()
+    }
+}
+
+/// The most changes the watcher applies node by node; past it, it builds anew.
+pub const INCREMENTAL_LIMIT: usize = 2000;
+
 struct Watcher<S> {
     source: S,
     templates: Templates,
@@ -145,6 +171,10 @@ struct Watcher<S> {
     inputs: WatcherInputs,
     /// The peers the current snapshot's generic script falls back to.
     peers: Vec<String>,
+    /// The boot URL the current snapshot's scripts name.
+    url: Arc<String>,
+    /// The last change the current snapshot holds (`None`: unknown, build anew next time).
+    seq: Option<i64>,
 }
 
 /// The longest the watcher sleeps before it answers its liveness tick, whatever
@@ -194,6 +224,10 @@ impl<S: SnapshotSource> Watcher<S> {
             self.reload_templates();
         }
         let url = self.inputs.public_url.get();
+        if !requested && !peers_changed && *url == *self.url && self.update() {
+            return version.is_some().then_some(version);
+        }
+        let seq = self.source.change_seq();
         let built = build(
             &mut self.source,
             &self.templates,
@@ -206,6 +240,8 @@ impl<S: SnapshotSource> Watcher<S> {
             Ok(snapshot) => {
                 self.current.store(Arc::new(snapshot));
                 self.peers = peers;
+                self.url = url;
+                self.seq = seq;
                 version.is_some().then_some(version)
             }
             Err(e) => {
@@ -214,6 +250,40 @@ impl<S: SnapshotSource> Watcher<S> {
                 None
             }
         }
+    }
+
+    /// Brings the snapshot up to date with the nodes the change log names since its own
+    /// change; false when it cannot (the caller builds anew).
+    fn update(&mut self) -> bool {
+        let started = Instant::now();
+        let Some(since) = self.seq else { return false };
+        let Some((last, uuids)) = self.source.changed_nodes(since, INCREMENTAL_LIMIT) else {
+            return false;
+        };
+        if !uuids.is_empty() {
+            let changed = match self.source.records(&uuids) {
+                Ok(changed) => changed,
+                Err(e) => {
+                    tracing::warn!(error = %e, "changed nodes not read; building anew");
+                    return false;
+                }
+            };
+            let settings = settings(&self.config, &self.url, &self.peers);
+            let storage = self.config.default.default_storage_interface;
+            let next =
+                self.current.load().with_changes(&changed, &self.templates, &settings, storage);
+            self.current.store(Arc::new(next));
+            let snapshot = self.current.load();
+            tracing::info!(
+                changed = uuids.len(),
+                nodes = snapshot.node_count(),
+                update_ms = started.elapsed().as_millis() as u64,
+                "boot snapshot updated"
+            );
+            self.inputs.metrics.snapshot_built(snapshot.nodes_by_state(), started.elapsed());
+        }
+        self.seq = Some(last);
+        true
     }
 
     /// SIGHUP: data and templates are re-read; the configuration is not.

@@ -45,6 +45,8 @@ pub struct ServedScript {
     /// The Unix time the conductor last opened the node's boot window (it powered the node on
     /// or rebooted it), as recorded in `driver_internal_info.boot_window.opened_at`.
     pub window_opened_at: Option<u64>,
+    /// The node's provision state when rendered (for the snapshot's counts).
+    pub provision_state: Option<ProvisionState>,
 }
 
 impl ServedScript {
@@ -74,14 +76,63 @@ impl ServedScript {
 /// Every script, by MAC, plus the generic and default scripts.
 #[derive(Debug, Clone)]
 pub struct BootSnapshot {
+    index: Index,
+    default: Arc<ServedScript>,
+    generic: Bytes,
+}
+
+/// The nodes' scripts, by MAC and by node, and how many nodes there are in each state.
+#[derive(Debug, Clone)]
+struct Index {
     by_mac: HashMap<MacAddr, Arc<ServedScript>>,
     /// Every node's script by its UUID (ports or not).
     by_node: HashMap<String, Arc<ServedScript>>,
-    default: Arc<ServedScript>,
-    generic: Bytes,
-    nodes: usize,
     /// Nodes per provision state, in the order of `ProvisionState::ALL`.
     nodes_by_state: Vec<usize>,
+}
+
+impl Index {
+    fn with_capacity(nodes: usize) -> Index {
+        Index {
+            by_mac: HashMap::with_capacity(nodes),
+            by_node: HashMap::with_capacity(nodes),
+            nodes_by_state: vec![0; ProvisionState::ALL.len()],
+        }
+    }
+
+    /// `script`, rendered for `record`, under each of the node's MACs and its UUID.
+    fn insert(&mut self, record: &NodeRecord, script: Arc<ServedScript>) {
+        for port in &record.ports {
+            self.by_mac.insert(port.address, Arc::clone(&script));
+        }
+        if let Some(i) = state_index(script.provision_state) {
+            self.nodes_by_state[i] += 1;
+        }
+        if let Some(old) = self.by_node.insert(record.node.uuid.clone(), script) {
+            // A node added twice (not done here): counted once.
+            if let Some(i) = state_index(old.provision_state) {
+                self.nodes_by_state[i] -= 1;
+            }
+        }
+    }
+
+    /// The node `uuid`'s script out of every map: its MACs (those still pointing at it) and
+    /// its UUID.
+    fn remove(&mut self, uuid: &str) {
+        let Some(old) = self.by_node.remove(uuid) else { return };
+        for mac in old.node_macs.iter() {
+            if self.by_mac.get(mac).is_some_and(|s| Arc::ptr_eq(s, &old)) {
+                self.by_mac.remove(mac);
+            }
+        }
+        if let Some(i) = state_index(old.provision_state) {
+            self.nodes_by_state[i] -= 1;
+        }
+    }
+}
+
+fn state_index(state: Option<ProvisionState>) -> Option<usize> {
+    ProvisionState::ALL.iter().position(|s| Some(*s) == state)
 }
 
 /// A snapshot built a record at a time, so that the caller holds only the records it is
@@ -92,10 +143,7 @@ pub struct SnapshotBuilder<'a> {
     settings: &'a BootSettings,
     default_storage: StorageInterfaceName,
     default: Arc<ServedScript>,
-    by_mac: HashMap<MacAddr, Arc<ServedScript>>,
-    by_node: HashMap<String, Arc<ServedScript>>,
-    nodes: usize,
-    nodes_by_state: Vec<usize>,
+    index: Index,
 }
 
 impl<'a> SnapshotBuilder<'a> {
@@ -112,10 +160,7 @@ impl<'a> SnapshotBuilder<'a> {
             settings,
             default_storage,
             default,
-            by_mac: HashMap::with_capacity(nodes),
-            by_node: HashMap::with_capacity(nodes),
-            nodes: 0,
-            nodes_by_state: vec![0; ProvisionState::ALL.len()],
+            index: Index::with_capacity(nodes),
         }
     }
 
@@ -125,15 +170,7 @@ impl<'a> SnapshotBuilder<'a> {
             script_for(self.templates, self.settings, self.default_storage, Some(record)),
             Some(record),
         );
-        for port in &record.ports {
-            self.by_mac.insert(port.address, Arc::clone(&script));
-        }
-        self.by_node.insert(record.node.uuid.clone(), script);
-        self.nodes += 1;
-        if let Some(i) = ProvisionState::ALL.iter().position(|s| *s == record.node.provision_state)
-        {
-            self.nodes_by_state[i] += 1;
-        }
+        self.index.insert(record, script);
     }
 
     /// The snapshot, with the generic script rendered.
@@ -143,16 +180,9 @@ impl<'a> SnapshotBuilder<'a> {
             &self.settings.peers,
             GENERIC_SCRIPT_NICS,
         )?);
-        self.by_mac.shrink_to_fit();
-        self.by_node.shrink_to_fit();
-        Ok(BootSnapshot {
-            by_mac: self.by_mac,
-            by_node: self.by_node,
-            default: self.default,
-            generic,
-            nodes: self.nodes,
-            nodes_by_state: self.nodes_by_state,
-        })
+        self.index.by_mac.shrink_to_fit();
+        self.index.by_node.shrink_to_fit();
+        Ok(BootSnapshot { index: self.index, default: self.default, generic })
     }
 }
 
@@ -174,6 +204,7 @@ fn served(script: super::BootScript, record: Option<&NodeRecord>) -> Arc<ServedS
         window_opened_at: record.and_then(|r| {
             r.node.driver_internal_info.get("boot_window")?.get("opened_at")?.as_u64()
         }),
+        provision_state: record.map(|r| r.node.provision_state),
     })
 }
 
@@ -193,15 +224,39 @@ impl BootSnapshot {
         builder.finish()
     }
 
+    /// This snapshot with the nodes of `changed` rendered again from their records (`None`:
+    /// the node is gone) and every other node's script kept: what [`BootSnapshot::build`] over
+    /// all the records would give, at the cost of the changed nodes (and a copy of the maps'
+    /// entries, not of the scripts). The settings and templates must be those this snapshot
+    /// was built with; when they change, build anew.
+    pub fn with_changes(
+        &self,
+        changed: &[(String, Option<NodeRecord>)],
+        templates: &Templates,
+        settings: &BootSettings,
+        default_storage: StorageInterfaceName,
+    ) -> BootSnapshot {
+        let mut index = self.index.clone();
+        // Every changed node out first: a MAC that moved between two of them is the new one's.
+        for (uuid, _) in changed {
+            index.remove(uuid);
+        }
+        for record in changed.iter().filter_map(|(_, r)| r.as_ref()) {
+            let script = script_for(templates, settings, default_storage, Some(record));
+            index.insert(record, served(script, Some(record)));
+        }
+        BootSnapshot { index, default: Arc::clone(&self.default), generic: self.generic.clone() }
+    }
+
     /// The script of a known MAC.
     pub fn script(&self, mac: MacAddr) -> Option<&Arc<ServedScript>> {
-        self.by_mac.get(&mac)
+        self.index.by_mac.get(&mac)
     }
 
     /// The script of the node with this UUID, as its ports get it (for the admin page: the
     /// scenario served and the problem, ports or not).
     pub fn node(&self, uuid: &str) -> Option<&Arc<ServedScript>> {
-        self.by_node.get(uuid)
+        self.index.by_node.get(uuid)
     }
 
     /// The script for unknown machines.
@@ -216,16 +271,16 @@ impl BootSnapshot {
 
     /// Nodes rendered.
     pub fn node_count(&self) -> usize {
-        self.nodes
+        self.index.by_node.len()
     }
 
     /// Nodes per provision state, in the order of `ProvisionState::ALL`.
     pub fn nodes_by_state(&self) -> &[usize] {
-        &self.nodes_by_state
+        &self.index.nodes_by_state
     }
 
     /// Known MACs.
     pub fn mac_count(&self) -> usize {
-        self.by_mac.len()
+        self.index.by_mac.len()
     }
 }
