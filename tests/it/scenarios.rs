@@ -231,7 +231,7 @@ fn the_snapshot_keeps_each_nodes_scenario_and_problem() {
 
 /// A snapshot updated by the changed nodes alone serves what one built anew from every record
 /// serves: a node whose state changed, a port moved between two nodes, a node deleted, a node
-/// added, a node changed and deleted at once; MAC by MAC, node by node, and in its counts.
+/// added; MAC by MAC, node by node, and in its counts.
 #[test]
 fn a_snapshot_updated_by_its_changed_nodes_is_the_one_built_anew() {
     use bootvol_core::boot::{BootSnapshot, Templates};
