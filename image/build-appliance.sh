@@ -251,29 +251,8 @@ mkdir -p "$tree/usr/share/bootvol/update-keys"
 for key in image/update-keys/*.pub; do
     [ -f "$key" ] && install -m 644 "$key" "$tree/usr/share/bootvol/update-keys/"
 done
-# systemd/ as it is: units, and sysusers.d/tmpfiles.d/sysctl.d files (a systemd/sysusers.d/X.conf
-# directory or debhelper's systemd/X.sysusers naming). Anything else stops the build, so that a
-# new kind of file is placed on purpose.
-for f in systemd/*; do
-    name=$(basename "$f")
-    case $name in
-        *.service|*.socket|*.timer|*.target|*.path|*.mount)
-            install -m 644 "$f" "$tree/usr/lib/systemd/system/$name" ;;
-        sysusers.d|tmpfiles.d|sysctl.d)
-            mkdir -p "$tree/usr/lib/$name"
-            for g in "$f"/*.conf; do install -m 644 "$g" "$tree/usr/lib/$name/"; done ;;
-        *.sysusers|*.tmpfiles|*.sysctl)
-            mkdir -p "$tree/usr/lib/${name##*.}.d"
-            install -m 644 "$f" "$tree/usr/lib/${name##*.}.d/${name%.*}.conf" ;;
-        *.service.d|*.socket.d)
-            mkdir -p "$tree/usr/lib/systemd/system/$name"
-            for g in "$f"/*.conf; do install -m 644 "$g" "$tree/usr/lib/systemd/system/$name/"; done ;;
-        check.sh) ;; # CI's check of the units (systemd-analyze), not part of the image
-        aoe-probe.conf) # opt-in drop-in (AoE probe): shipped, not active; docs/operating.md
-            install -D -m 644 "$f" "$tree/usr/share/bootvol/systemd/$name" ;;
-        *) die "systemd/$name: unknown kind of file; teach image/build-appliance.sh where it goes" ;;
-    esac
-done
+# systemd/ as it is (units, sysusers.d, tmpfiles.d, sysctl.d), as the Debian package has it.
+image/stage-systemd.sh "$tree"
 mkdir -p "$tree/etc/bootvol" "$tree/var/lib/bootvol" "$tree/srv/bootvol-data" "$tree/efi"
 # The tree's own systemctl (offline, in a chroot): the build machine needs no systemd.
 chroot "$tree" systemctl --quiet enable systemd-networkd.service systemd-networkd-wait-online.service bootvol.service
