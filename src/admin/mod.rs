@@ -18,7 +18,8 @@
 //! API calls (never through the API's routes, and never around the core to `db`); a node's
 //! script, scenario and boot problem are read from the boot snapshot the boot edge serves
 //! (`ApiState::snapshot`), never decided here again; the words and confirmations of actions are
-//! `actions`'; the nodes list's rows are made from what `rows` reads. Like the API, secrets
+//! `actions`'; the nodes list's rows are made from what `rows` reads; the rack-wide history of
+//! events is `history`'s. Like the API, secrets
 //! are masked before anything reaches a template. The password form (`password.rs`) sets the
 //! logged-in user's own password in the htpasswd file, which the running process reloads.
 //!
@@ -30,6 +31,7 @@ mod actions;
 mod activity;
 mod extract;
 mod forms;
+mod history;
 mod node;
 mod password;
 mod probe;
@@ -91,6 +93,7 @@ const TEMPLATES: &[(&str, &str)] = &[
     ("activity.html.j2", include_str!("../../templates/admin/activity.html.j2")),
     ("confirm.html.j2", include_str!("../../templates/admin/confirm.html.j2")),
     ("password.html.j2", include_str!("../../templates/admin/password.html.j2")),
+    ("events.html.j2", include_str!("../../templates/admin/events.html.j2")),
 ];
 
 /// What the browser checks before a form is sent (`pattern`, anchored whole): a MAC in the
@@ -133,6 +136,7 @@ pub fn router(api: ApiState) -> Router {
         .route("/admin", get(|| async { Redirect::to("/admin/") }))
         .route("/admin/", get(nodes_page))
         .route("/admin/activity", get(activity_page))
+        .route("/admin/events", get(history::events_page))
         .route("/admin/metrics", get(metrics_page))
         .route("/admin/nodes", post(forms::create_node))
         .route("/admin/bulk", post(forms::bulk))

@@ -2405,4 +2405,5 @@ fn a_refused_form_is_summed_up_at_the_top_with_the_field_focused() {
     assert_eq!(message.matches("volume target").count(), 1, "said once: {message}");
 }
 
+mod history;
 mod rack;
