@@ -162,7 +162,7 @@ pub(super) async fn render_node(
     problem: Option<String>,
     typed: Option<Typed>,
 ) -> Response {
-    let (mut notice, mut flash_error) = (None, None);
+    let (mut notice, mut flash_error, live_gen) = (None, None, state.live.generation());
     if let Some(flash) = state.sessions().await.take_flash(&s.cookie) {
         if flash.bad {
             flash_error = Some(flash.text);
@@ -243,7 +243,7 @@ pub(super) async fn render_node(
             events => Serde(events), boots => Serde(boots), conflict => Serde(conflict),
             probe => super::probe::last(state, &record.node.uuid).await,
             report => Serde(report),
-            events_href => super::history::node_href(&record.node.name),
+            events_href => super::history::node_href(&record.node.name), live_gen => live_gen,
         },
     )
 }

@@ -2406,4 +2406,5 @@ fn a_refused_form_is_summed_up_at_the_top_with_the_field_focused() {
 }
 
 mod history;
+mod live;
 mod rack;

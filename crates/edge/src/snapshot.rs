@@ -2,7 +2,8 @@
 //! then runs the watcher that rebuilds it whenever the store says another writer committed
 //! (SQLite's `data_version`, PostgreSQL's change log), the set of live peers changed, or on
 //! [`SnapshotHandle::reload`] (SIGHUP, a change made in this process), and swaps it atomically:
-//! requests in flight keep the snapshot they started with.
+//! requests in flight keep the snapshot they started with; then it says so
+//! (`WatcherInputs::on_rebuilt`).
 //!
 //! It reads the store only through [`SnapshotSource`], which the binary implements over the
 //! database: it must not know SQL, tables or which engine answers.
@@ -69,11 +70,23 @@ impl SnapshotHandle {
 }
 
 /// What the watcher needs besides its source.
-#[derive(Debug)]
 pub struct WatcherInputs {
     pub metrics: Arc<Metrics>,
     pub heart: Heart,
     pub public_url: PublicUrl,
+    /// Called after each rebuilt snapshot is swapped in (every change to the nodes, made here
+    /// or by another instance): the admin page's live stream hears of changes so. It must not
+    /// block (the watcher's thread calls it).
+    pub on_rebuilt: Option<Arc<dyn Fn() + Send + Sync>>,
+}
+
+impl std::fmt::Debug for WatcherInputs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WatcherInputs")
+            .field("public_url", &self.public_url)
+            .field("on_rebuilt", &self.on_rebuilt.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 /// Builds the first snapshot (synchronously: nothing is served before it exists) and starts
@@ -205,6 +218,9 @@ impl<S: SnapshotSource> Watcher<S> {
         match built {
             Ok(snapshot) => {
                 self.current.store(Arc::new(snapshot));
+                if let Some(rebuilt) = &self.inputs.on_rebuilt {
+                    rebuilt();
+                }
                 self.peers = peers;
                 version.is_some().then_some(version)
             }
