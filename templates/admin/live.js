@@ -24,7 +24,8 @@
 
   var status = el('p', 'hint', 'Live: connecting…');
   status.id = 'live-status';
-  status.setAttribute('role', 'status');
+  // Polite, not role=status: the page's own message (a form's outcome) keeps that role.
+  status.setAttribute('aria-live', 'polite');
   var main = document.getElementById('main');
   if (main) main.insertBefore(status, main.firstChild);
   function say(text) { status.textContent = text; }
@@ -51,11 +52,10 @@
     mark(tr);
   }
 
-  // The summary table of a node's page.
-  var heading = null;
+  // The summary table of a node's page (its rows marked, its cells' markup kept plain).
   function cell(id, text) {
     var td = document.querySelector('#' + id + ' td');
-    if (td && td.textContent !== text) { td.textContent = text; mark(td); }
+    if (td && td.textContent !== text) { td.textContent = text; mark(td.parentNode); }
   }
   function page(n) {
     if (n.uuid !== node) return;
@@ -64,9 +64,10 @@
     cell('node-scenario', n.scenario + (n.boot_problem ? ' (not bootable: ' + n.boot_problem + ')' : ''));
     cell('node-maintenance', n.maintenance ? 'yes' : 'no');
     cell('node-last-error', n.last_error || '');
-    // An action ended: the actions that fit and the banners are the server's to say.
-    if (heading !== null && heading !== (n.heading_to || '')) { say('Live: changed, reloading…'); location.reload(); }
-    heading = n.heading_to || '';
+    // The actions that fit and the banners are the server's to say: a page with an action
+    // running reloads itself already (its meta refresh); this one says a reload shows them.
+    say('Live: updated ' + new Date().toLocaleTimeString() + (n.heading_to ? ', heading to ' + n.heading_to : '') +
+      '. Reload for the actions that fit now.');
   }
 
   var ATTENTION = [

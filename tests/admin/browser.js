@@ -307,6 +307,30 @@ async function points(page, tag, node) {
     check(refused.status() === 403, `form without CSRF answered ${refused.status()}`);
     check((await page.content()).includes('CSRF check failed'), 'no CSRF message');
 
+    // The rack-wide history (issue 24, 6): the node's events, from its page; a bad value said.
+    await page.goto(node);
+    await Promise.all([page.waitForURL(/\/admin\/events\?node=browser-node$/), page.click('#node-events')]);
+    const events = await page.locator('#event-list tbody tr').count();
+    check(events > 0, 'no events of the node in the history');
+    check(!(await page.content()).includes('browser-chap-secret'), 'CHAP secret in the history');
+    await fits(page, 'the history');
+    await page.goto(`${base}/admin/events?level=loud`);
+    check((await page.textContent('[role=alert]')).includes('is not one of info, warning, error'), 'bad level not said');
+    // Live (5): the list follows its stream; a change made through the API shows without a reload.
+    await page.goto(`${base}/admin/?q=browser-node`);
+    await page.waitForFunction(() => (document.getElementById('live-status') || {}).textContent === 'Live: this page updates itself.');
+    const put = await fetch(`${base}/v1/nodes/browser-node/states/power`, {
+      method: 'PUT', body: JSON.stringify({ target: 'power on' }),
+      headers: { 'Content-Type': 'application/json', 'X-OpenStack-Ironic-API-Version': '1.38',
+        Authorization: 'Basic ' + Buffer.from(`${user}:${password}`).toString('base64') },
+    });
+    check(put.status === 202, `power on through the API: ${put.status}`);
+    await page.waitForFunction(() => {
+      const cell = document.querySelector('#node-list tr[data-node] td.power');
+      return cell && cell.textContent === 'power on';
+    }, null, { timeout: 15000 });
+    console.log(`live: the list showed ${events} event(s) in the history and the power change without a reload`);
+
     await page.goto(node);
     await Promise.all([page.waitForURL(`${base}/admin/login`), page.click('button:has-text("Log out")')]);
     await page.goto(`${base}/admin/`);

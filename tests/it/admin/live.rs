@@ -117,6 +117,7 @@ fn the_stream_carries_changes_is_one_per_session_and_ends_with_the_session() {
     let head = first.text[..hello].to_lowercase();
     assert!(head.starts_with("http/1.1 200"), "{head}");
     assert!(head.contains("content-type: text/event-stream"), "{head}");
+    assert!(head.contains("x-frame-options: deny"), "framing forbidden as everywhere: {head}");
     let status = api(&admin, "PUT", "/v1/nodes/live-1/maintenance", r#"{"reason": "live test"}"#);
     assert_eq!(status, 202);
     let change = first
