@@ -11,7 +11,8 @@
 // with the focus on its button (2), the node's boot requests with their results (3), a refused
 // create summed up at the top with the focus on its field and the BMC fields following the
 // driver (7), the skip links and nothing wider than the screen (8); power it off through the
-// confirmation step, check that a form posted without its CSRF token is refused, log out.
+// confirmation step, check that a form posted without its CSRF token is refused, read the node's
+// events in the rack-wide history (6) and see the list follow its live stream (5), log out.
 // Screenshots: the nodes list, the node page, the confirmation, the refused form, each at both
 // sizes. Run by tests/it/admin.rs:
 //   node browser.js <base url> <user> <password> <screenshot folder> <boot url>
