@@ -47,6 +47,9 @@
       if (n.boot_failed) { scenario.appendChild(document.createTextNode(' ')); scenario.appendChild(el('span', 'bad', 'last boot failed: ' + n.boot_failed)); }
     }
     if (error) error.textContent = n.error_line || '';
+    var named = tr.children[1], flag = named && named.querySelector('span.warn');
+    if (named && !n.maintenance && flag) named.removeChild(flag);
+    if (named && n.maintenance && !flag) { named.appendChild(document.createTextNode(' ')); named.appendChild(el('span', 'warn', 'maintenance')); }
     var bad = n.provision === 'deploy failed' || n.provision === 'error' || n.drift || n.boot_problem || n.boot_failed;
     tr.classList.toggle('bad', !!bad);
     mark(tr);
