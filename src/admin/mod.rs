@@ -18,7 +18,8 @@
 //! API calls (never through the API's routes, and never around the core to `db`); a node's
 //! script, scenario and boot problem are read from the boot snapshot the boot edge serves
 //! (`ApiState::snapshot`), never decided here again; the words and confirmations of actions are
-//! `actions`'; the nodes list's rows are made from what `rows` reads. Like the API, secrets
+//! `actions`'; the nodes list's rows are made from what `rows` reads; the rack-wide history of
+//! events is `history`'s; the live stream and its script are `live`'s. Like the API, secrets
 //! are masked before anything reaches a template. The password form (`password.rs`) sets the
 //! logged-in user's own password in the htpasswd file, which the running process reloads.
 //!
@@ -30,6 +31,8 @@ mod actions;
 mod activity;
 mod extract;
 mod forms;
+mod history;
+mod live;
 mod node;
 mod password;
 mod probe;
@@ -55,6 +58,8 @@ use extract::{CheckedForm, LoggedIn};
 use node::node_page;
 use session::Sessions;
 
+pub use live::Feed;
+
 /// The session cookie's name.
 pub(crate) const COOKIE: &str = "bootvol_admin";
 
@@ -73,6 +78,8 @@ struct AdminState {
     /// Made at first use: its signing key and log-outs come from the database.
     sessions: Arc<tokio::sync::OnceCell<Sessions>>,
     limiter: Arc<LoginLimiter>,
+    /// The live streams' changes and boot requests (`live`).
+    live: Arc<Feed>,
 }
 
 impl std::fmt::Debug for AdminState {
@@ -91,6 +98,7 @@ const TEMPLATES: &[(&str, &str)] = &[
     ("activity.html.j2", include_str!("../../templates/admin/activity.html.j2")),
     ("confirm.html.j2", include_str!("../../templates/admin/confirm.html.j2")),
     ("password.html.j2", include_str!("../../templates/admin/password.html.j2")),
+    ("events.html.j2", include_str!("../../templates/admin/events.html.j2")),
 ];
 
 /// What the browser checks before a form is sent (`pattern`, anchored whole): a MAC in the
@@ -115,8 +123,9 @@ fn environment(auth_off: bool, secrets_to_anyone: bool) -> Environment<'static> 
     env
 }
 
-/// The admin routes (`/admin`, `/admin/...`), merged with the API's on its listener by `app`.
-pub fn router(api: ApiState) -> Router {
+/// The admin routes (`/admin`, `/admin/...`), merged with the API's on its listener by `app`;
+/// `live` is what its live streams hear from.
+pub fn router(api: ApiState, live: Arc<Feed>) -> Router {
     let auth_off = api.config().api.auth_strategy == bootvol_core::config::ApiAuthStrategy::Noauth;
     let secrets_to_anyone =
         api.config().boot.script_secrets == bootvol_core::config::ScriptSecrets::Any;
@@ -128,11 +137,15 @@ pub fn router(api: ApiState) -> Router {
         templates: Arc::new(environment(auth_off, secrets_to_anyone)),
         sessions: Arc::new(tokio::sync::OnceCell::new()),
         limiter: Arc::new(LoginLimiter::new(session::LOGIN_ATTEMPTS, session::LOGIN_WINDOW)),
+        live,
     };
     Router::new()
         .route("/admin", get(|| async { Redirect::to("/admin/") }))
         .route("/admin/", get(nodes_page))
         .route("/admin/activity", get(activity_page))
+        .route("/admin/events", get(history::events_page))
+        .route("/admin/stream", get(live::stream))
+        .route("/admin/live.js", get(live::script))
         .route("/admin/metrics", get(metrics_page))
         .route("/admin/nodes", post(forms::create_node))
         .route("/admin/bulk", post(forms::bulk))
@@ -151,7 +164,7 @@ pub fn router(api: ApiState) -> Router {
 /// What every admin answer carries unless it says otherwise (only `/admin/activity` does): it
 /// may not be framed. Set here, on every route's answer (redirects, refusals, 404s, 405s, a
 /// failed template's 500), so a new route cannot forget it.
-const CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; frame-src 'self'; form-action 'self'; frame-ancestors 'none'";
+const CSP: &str = "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'unsafe-inline'; frame-src 'self'; form-action 'self'; frame-ancestors 'none'";
 
 async fn framing(mut response: Response) -> Response {
     let h = response.headers_mut();
@@ -485,6 +498,7 @@ async fn logout(State(state): State<AdminState>, headers: HeaderMap, _: CheckedF
     if let Some(c) = cookie_value(&headers)
         && let Some((id, until)) = state.sessions().await.close(&c)
     {
+        state.live.end_session(&id, "logged out");
         let now = i64::try_from(bootvol_core::timefmt::now_unix()).unwrap_or(i64::MAX);
         if let Err(e) = state.nodes().add_admin_logout(id, until, now).await {
             tracing::error!(error = %e, "admin log-out not kept: a restart would restore the session");
@@ -604,7 +618,7 @@ async fn render_nodes(
     status: StatusCode,
     view: NodesView,
 ) -> Response {
-    let flash = state.sessions().await.take_flash(&s.cookie);
+    let (live_gen, flash) = (state.live.generation(), state.sessions().await.take_flash(&s.cookie));
     let (mut notice, mut problem) = (None, view.problem.clone());
     if let Some(f) = flash {
         if f.bad {
@@ -685,7 +699,7 @@ async fn render_nodes(
         states => bootvol_core::model::ProvisionState::ALL.iter().map(|p| p.as_str()).collect::<Vec<_>>(),
         typed => view.typed, error_field => error_field, error_text => error_text,
         create_open => create_open, default_storage => default.as_str(),
-        probe_failures => probe_failures, probe_failures_more => probe_failures_more },
+        probe_failures => probe_failures, probe_failures_more => probe_failures_more, live_gen => live_gen },
     )
 }
 

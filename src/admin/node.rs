@@ -162,7 +162,7 @@ pub(super) async fn render_node(
     problem: Option<String>,
     typed: Option<Typed>,
 ) -> Response {
-    let (mut notice, mut flash_error) = (None, None);
+    let (mut notice, mut flash_error, live_gen) = (None, None, state.live.generation());
     if let Some(flash) = state.sessions().await.take_flash(&s.cookie) {
         if flash.bad {
             flash_error = Some(flash.text);
@@ -243,6 +243,7 @@ pub(super) async fn render_node(
             events => Serde(events), boots => Serde(boots), conflict => Serde(conflict),
             probe => super::probe::last(state, &record.node.uuid).await,
             report => Serde(report),
+            events_href => super::history::node_href(&record.node.name), live_gen => live_gen,
         },
     )
 }
@@ -264,25 +265,24 @@ async fn node_events(
     uuid: &str,
 ) -> (Vec<Value>, Option<String>) {
     match nodes.events(uuid, EVENTS).await {
-        Ok(events) => (
-            events
-                .into_iter()
-                .rev()
-                .map(|e| {
-                    let mut payload = e.payload;
-                    mask(&mut payload);
-                    json!({"created_at": e.created_at, "level": e.level, "event_type": e.event_type,
-                           "summary": rack::payload_line(&payload),
-                           "message": payload.get("message").and_then(Value::as_str),
-                           "report": (e.event_type == REPORT_EVENT).then(|| payload.clone()),
-                           "repeats": e.repeats, "last_seen_at": e.last_seen_at,
-                           "payload": serde_json::to_string_pretty(&payload).unwrap_or_default()})
-                })
-                .collect::<Vec<_>>(),
-            None,
-        ),
+        Ok(events) => (events.into_iter().rev().map(event_view).collect::<Vec<_>>(), None),
         Err(e) => (Vec::new(), Some(format!("events: {e}"))),
     }
+}
+
+/// An event as the pages show it (the node page, the rack-wide history): its payload masked
+/// first, then in one line and as pretty JSON.
+pub(super) fn event_view(e: bootvol_control::nodes::Event) -> Value {
+    let mut payload = e.payload;
+    mask(&mut payload);
+    json!({"id": e.id, "node_uuid": e.node_uuid,
+           "created_at": e.created_at, "level": e.level, "event_type": e.event_type,
+           "summary": rack::payload_line(&payload),
+           "message": payload.get("message").and_then(Value::as_str),
+           "node_name": payload.get("node_name").and_then(Value::as_str),
+           "report": (e.event_type == REPORT_EVENT).then(|| payload.clone()),
+           "repeats": e.repeats, "last_seen_at": e.last_seen_at,
+           "payload": serde_json::to_string_pretty(&payload).unwrap_or_default()})
 }
 
 /// The volumes the last sync pass found drifted.

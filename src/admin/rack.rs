@@ -24,7 +24,7 @@ pub(super) const PAGE_SIZES: [usize; 3] = [50, 100, 500];
 const ERROR_CHARS: usize = 100;
 
 /// One node as the list shows it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub(super) struct Summary {
     pub uuid: String,
     pub name: String,

@@ -261,6 +261,25 @@ impl Sessions {
         Some(session)
     }
 
+    /// The id of the session a cookie names (its signature checked, nothing looked up).
+    pub(super) fn id_of(&self, cookie: &str) -> Option<String> {
+        self.verify(cookie).map(|claims| claims.id.to_owned())
+    }
+
+    /// Whether the cookie's session is still live, without using it (its idle time goes on):
+    /// what a live stream checks on every tick, so that an open page does not keep its session
+    /// alive, and a log-out, expiry or password change ends the stream.
+    pub(super) fn alive(&self, cookie: &str) -> bool {
+        let Some(claims) = self.verify(cookie) else { return false };
+        if !self.current(claims.user.as_deref(), claims.stamp) {
+            return false;
+        }
+        let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        entries
+            .get(claims.id)
+            .is_some_and(|e| e.expires > Instant::now() && e.session.user.is_some())
+    }
+
     /// Keeps `message` for the next page of the session (one message: the newest wins).
     pub(super) fn set_flash(&self, cookie: &str, message: String) {
         self.flash(cookie, Flash { text: message, bad: false });
@@ -314,8 +333,10 @@ mod tests {
         let (id, rest) = cookie.split_once('.').unwrap();
         let (_, rest) = rest.split_once('.').unwrap();
         assert!(sessions.get(&format!("{id}.{}.{rest}", hex(b"root"))).is_none());
+        assert!(sessions.alive(&cookie) && sessions.id_of(&cookie).is_some());
         sessions.close(&cookie);
         assert!(sessions.get(&cookie).is_none());
+        assert!(!sessions.alive(&cookie), "a closed session is not alive");
     }
 
     fn store() -> Sessions {

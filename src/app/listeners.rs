@@ -69,6 +69,8 @@ pub(crate) struct Served {
     pub(crate) tftp: Arc<TftpBootFiles>,
     pub(crate) api: ApiState,
     pub(crate) api_tls: Option<Tls>,
+    /// What the admin page's live streams hear from.
+    pub(crate) live: Arc<crate::admin::Feed>,
 }
 
 type Listening = JoinHandle<std::io::Result<()>>;
@@ -93,7 +95,7 @@ impl Running {
         shutdown: &CancellationToken,
         liveness: &Liveness,
     ) -> Result<Running> {
-        let Served { boot, tftp, api: api_state, api_tls } = served;
+        let Served { boot, tftp, api: api_state, api_tls, live } = served;
         let tftp = tracker.spawn(bootvol_tftp::serve_with_heartbeat(
             listeners.tftp,
             tftp,
@@ -125,7 +127,8 @@ impl Running {
             let task = serve("api loopback", listener, app, limits, shutdown.clone(), heart);
             others.push(("loopback REST API listener", tracker.spawn(task)));
         }
-        let app = crate::api::router(api_state.clone()).merge(crate::admin::router(api_state));
+        let app =
+            crate::api::router(api_state.clone()).merge(crate::admin::router(api_state, live));
         let api = tracker.spawn(serve_tls(
             "api",
             listeners.api,

@@ -108,6 +108,26 @@ pub async fn serve(
     result
 }
 
+/// The boot windows `[boot] secret_window` configures.
+fn boot_windows(config: &Config) -> Arc<BootWindows> {
+    Arc::new(BootWindows::new(
+        config.boot.secret_window,
+        Duration::from_secs(config.boot.secret_window_seconds),
+    ))
+}
+
+/// The admin page's live feed, what the snapshot watcher calls after each rebuild, and the
+/// ring of recent boot requests that hands the feed each one: the live streams hear of every
+/// change to the nodes and every boot request from there.
+fn live_feed(
+    run: &Runner<'_>,
+) -> (Arc<crate::admin::Feed>, Arc<dyn Fn() + Send + Sync>, Arc<RecentBoots>) {
+    let live = crate::admin::Feed::new(run.shutdown.clone());
+    let (rebuilt, heard) = (Arc::clone(&live), Arc::clone(&live));
+    let recent = RecentBoots::with_listener(Box::new(move |hit| heard.boot(hit)));
+    (live, Arc::new(move || rebuilt.nodes_changed()), Arc::new(recent))
+}
+
 /// The owners `serve` builds, once each, from one database handle.
 struct Owners {
     config: Config,
@@ -124,6 +144,7 @@ struct Owners {
     /// Nodes' boot reports, queued for the database (`bridges::ReportBridge`).
     reports: Arc<bootvol_edge::http::BootReports>,
     conductor: Conductor,
+    live: Arc<crate::admin::Feed>,
 }
 
 impl Owners {
@@ -134,6 +155,7 @@ impl Owners {
         let database = Database::open(&config.database)
             .with_context(|| format!("opening {}", config.database.shown()))?;
         let liveness = Arc::new(Liveness::new());
+        let (live, rebuilt, recent) = live_feed(&run);
         // Its own connection: a scrape never waits behind the conductor's.
         let scrape = SharedDb::new(database.connection()?);
         let metrics = Metrics::new(Some(Arc::new(bridges::SyncBridge(scrape))));
@@ -141,6 +163,7 @@ impl Owners {
             metrics: Arc::clone(&metrics),
             heart: liveness.register("snapshot watcher"),
             public_url: public_url.clone(),
+            on_rebuilt: Some(rebuilt),
         };
         let source = bridges::DbSnapshotSource(database.connection()?);
         let snapshot = bootvol_edge::snapshot::start(
@@ -150,10 +173,7 @@ impl Owners {
             run.tracker,
             run.shutdown.clone(),
         )?;
-        let windows = Arc::new(BootWindows::new(
-            config.boot.secret_window,
-            Duration::from_secs(config.boot.secret_window_seconds),
-        ));
+        let windows = boot_windows(&config);
         let access = script_access(&config, &database, &metrics, &windows, run.tracker);
         let reload = snapshot.clone();
         let conductor =
@@ -162,7 +182,6 @@ impl Owners {
                 .with_metrics(Arc::clone(&metrics))
                 .with_public_url(public_url.clone())
                 .with_boot_windows(Arc::clone(&windows));
-        let recent = Arc::new(RecentBoots::default());
         Ok(Owners {
             config,
             as_written,
@@ -175,6 +194,7 @@ impl Owners {
             recent,
             access,
             conductor,
+            live,
         })
     }
 
@@ -217,7 +237,7 @@ impl Owners {
             Arc::clone(&self.metrics),
             Arc::clone(&self.snapshot.current),
         );
-        Ok(Served { boot, tftp: Arc::new(tftp), api, api_tls })
+        Ok(Served { boot, tftp: Arc::new(tftp), api, api_tls, live: Arc::clone(&self.live) })
     }
 
     /// The edge's background work: PostgreSQL's change listener, the boot activity sample, the

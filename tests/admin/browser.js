@@ -12,7 +12,8 @@
 // create summed up at the top with the focus on its field and the BMC fields following the
 // driver (7), the skip links and nothing wider than the screen (8), an action on all the nodes a
 // filter matches across pages (4) and the list's weight (9); power it off through the
-// confirmation step, check that a form posted without its CSRF token is refused, log out.
+// confirmation step, check that a form posted without its CSRF token is refused, read the node's
+// events in the rack-wide history (6) and see the list follow its live stream (5), log out.
 // Screenshots: the nodes list, the node page, the confirmation, the bulk confirmation, the
 // refused form, each at both sizes. Run by tests/it/admin.rs:
 //   node browser.js <base url> <user> <password> <screenshot folder> <boot url>
@@ -363,6 +364,30 @@ async function bulk(page, tag, action) {
     ]);
     check(refused.status() === 403, `form without CSRF answered ${refused.status()}`);
     check((await page.content()).includes('CSRF check failed'), 'no CSRF message');
+
+    // The rack-wide history (issue 24, 6): the node's events, from its page; a bad value said.
+    await page.goto(node);
+    await Promise.all([page.waitForURL(/\/admin\/events\?node=browser-node$/), page.click('#node-events')]);
+    const events = await page.locator('#event-list tbody tr').count();
+    check(events > 0, 'no events of the node in the history');
+    check(!(await page.content()).includes('browser-chap-secret'), 'CHAP secret in the history');
+    await fits(page, 'the history');
+    await page.goto(`${base}/admin/events?level=loud`);
+    check((await page.textContent('[role=alert]')).includes('is not one of info, warning, error'), 'bad level not said');
+    // Live (5): the list follows its stream; a change made through the API shows without a reload.
+    await page.goto(`${base}/admin/?q=browser-node`);
+    await page.waitForFunction(() => (document.getElementById('live-status') || {}).textContent === 'Live: this page updates itself.');
+    const put = await fetch(`${base}/v1/nodes/browser-node/states/power`, {
+      method: 'PUT', body: JSON.stringify({ target: 'power on' }),
+      headers: { 'Content-Type': 'application/json', 'X-OpenStack-Ironic-API-Version': '1.38',
+        Authorization: 'Basic ' + Buffer.from(`${user}:${password}`).toString('base64') },
+    });
+    check(put.status === 202, `power on through the API: ${put.status}`);
+    await page.waitForFunction(() => {
+      const cell = document.querySelector('#node-list tr[data-node] td.power');
+      return cell && cell.textContent === 'power on';
+    }, null, { timeout: 15000 });
+    console.log(`live: the list showed ${events} event(s) in the history and the power change without a reload`);
 
     await page.goto(node);
     await Promise.all([page.waitForURL(`${base}/admin/login`), page.click('button:has-text("Log out")')]);

@@ -4,7 +4,10 @@
 //! people only: nothing here authorises a script.
 //!
 //! The boot path pays one brief uncontended lock and a small push per hit (no I/O, no
-//! allocation beyond the node's name); the ring drops its oldest entry when full.
+//! allocation beyond the node's name); the ring drops its oldest entry when full. A listener
+//! set at start ([`RecentBoots::with_listener`]: the admin page's live stream) is handed each
+//! hit as it is recorded, after the lock; it must not block (the admin's is a bounded channel's
+//! send that never waits).
 
 use std::collections::VecDeque;
 use std::net::IpAddr;
@@ -82,10 +85,20 @@ impl BootResult {
     }
 }
 
+/// What is handed each hit as it is recorded.
+pub type BootListener = Box<dyn Fn(&BootHit) + Send + Sync>;
+
 /// The ring of recent hits.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct RecentBoots {
     hits: Mutex<VecDeque<BootHit>>,
+    listener: Option<BootListener>,
+}
+
+impl std::fmt::Debug for RecentBoots {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecentBoots").field("listener", &self.listener.is_some()).finish()
+    }
 }
 
 fn now() -> i64 {
@@ -95,6 +108,11 @@ fn now() -> i64 {
 }
 
 impl RecentBoots {
+    /// A ring whose every hit is also handed to `listener` as it is recorded.
+    pub fn with_listener(listener: BootListener) -> RecentBoots {
+        RecentBoots { hits: Mutex::default(), listener: Some(listener) }
+    }
+
     /// Records a hit (now).
     pub fn record(
         &self,
@@ -105,6 +123,9 @@ impl RecentBoots {
         result: BootResult,
     ) {
         let hit = BootHit { at: now(), via, client, mac, node: node.map(str::to_owned), result };
+        if let Some(listener) = &self.listener {
+            listener(&hit);
+        }
         let mut hits = self.hits.lock().unwrap_or_else(|p| p.into_inner());
         if hits.len() >= CAPACITY {
             hits.pop_front();
@@ -138,5 +159,19 @@ mod tests {
         assert_eq!(hits[0].result.word(), "refused");
         assert_eq!(hits[0].result.detail(), Some("outside a boot window"));
         assert!(hits[0].result.failed() && !hits[1].result.failed());
+    }
+
+    #[test]
+    fn the_listener_hears_every_hit() {
+        let heard = std::sync::Arc::new(Mutex::new(Vec::new()));
+        let ear = std::sync::Arc::clone(&heard);
+        let ring = RecentBoots::with_listener(Box::new(move |hit| {
+            ear.lock().unwrap().push(hit.result.word());
+        }));
+        let client: IpAddr = "192.0.2.1".parse().unwrap();
+        ring.record("http", client, None, None, BootResult::UnknownMac);
+        ring.record("tftp", client, None, Some("n"), BootResult::Served("iscsi"));
+        assert_eq!(*heard.lock().unwrap(), ["unknown MAC", "served"]);
+        assert_eq!(ring.newest_first().len(), 2);
     }
 }

@@ -33,7 +33,8 @@
 //! - [`engine`]: one connection type over either engine; [`migrations`]: the schema steps.
 //! - [`nodes`] and [`rows`]: reading nodes; [`writes`]: one write path per row; [`apply`]: an
 //!   inventory applied in one transaction; [`runtime`]: a node's runtime fields.
-//! - [`volumes`]: attachment records, connection info, events; [`sync`]: the last Cinder pass.
+//! - [`volumes`]: attachment records, connection info, events; [`history`]: the rack-wide
+//!   history of events, filtered and paged; [`sync`]: the last Cinder pass.
 //! - [`locks`]: node locks; [`shared`]: the async handle; [`handle`]: `serve`'s one handle.
 //! - [`cluster`]: instances and leases on PostgreSQL; [`listen`]: its change notifications;
 //!   [`copy`]: `migrate-to-postgres`.
@@ -45,6 +46,7 @@ mod cluster;
 mod copy;
 pub mod engine;
 mod handle;
+mod history;
 pub mod listen;
 mod locks;
 mod migrations;

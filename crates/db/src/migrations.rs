@@ -240,6 +240,11 @@ CREATE TABLE probe_results (
     summary TEXT NOT NULL,
     lines TEXT NOT NULL DEFAULT '[]'
 ) STRICT;
+"#, // The rack-wide history of events (the admin page's `/admin/events`), newest first by type
+    // or by level: each index ends in `id`, so a page is read in order, never sorted.
+    r#"
+CREATE INDEX events_type ON events(event_type, id);
+CREATE INDEX events_level ON events(level, id);
 "#,
 ];
 
@@ -474,6 +479,10 @@ CREATE TABLE probe_results (
     summary TEXT NOT NULL,
     lines TEXT NOT NULL DEFAULT '[]'
 );
+"#,
+    r#"
+CREATE INDEX events_type ON events(event_type, id);
+CREATE INDEX events_level ON events(level, id);
 "#,
 ];
 

@@ -13,7 +13,7 @@ const COUNTED_EVENTS: &[&str] = &["bootvol.volume.sync.drift"];
 
 /// An event of `SELECT id, node_uuid, event_type, level, payload, created_at, repeats,
 /// last_seen_at ...`.
-fn event_from_row(r: &Row) -> Result<Event, DbError> {
+pub(crate) fn event_from_row(r: &Row) -> Result<Event, DbError> {
     let payload: String = r.get(4)?;
     Ok(Event {
         id: r.get(0)?,

@@ -9,7 +9,8 @@
 //! number of nodes. The whole snapshot is built anew at start, on [`SnapshotHandle::reload`]
 //! (SIGHUP: templates too), when the boot URL or the set of live peers changed (every script
 //! names them), and when the log cannot say what changed (pruned, or more than
-//! [`INCREMENTAL_LIMIT`] changes).
+//! [`INCREMENTAL_LIMIT`] changes). Each new snapshot, whole or updated, is announced
+//! (`WatcherInputs::on_rebuilt`).
 //!
 //! It reads the store only through [`SnapshotSource`], which the binary implements over the
 //! database: it must not know SQL, tables or which engine answers.
@@ -84,11 +85,23 @@ impl SnapshotHandle {
 }
 
 /// What the watcher needs besides its source.
-#[derive(Debug)]
 pub struct WatcherInputs {
     pub metrics: Arc<Metrics>,
     pub heart: Heart,
     pub public_url: PublicUrl,
+    /// Called after each rebuilt snapshot is swapped in (every change to the nodes, made here
+    /// or by another instance): the admin page's live stream hears of changes so. It must not
+    /// block (the watcher's thread calls it).
+    pub on_rebuilt: Option<Arc<dyn Fn() + Send + Sync>>,
+}
+
+impl std::fmt::Debug for WatcherInputs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WatcherInputs")
+            .field("public_url", &self.public_url)
+            .field("on_rebuilt", &self.on_rebuilt.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 /// Builds the first snapshot (synchronously: nothing is served before it exists) and starts
@@ -239,6 +252,9 @@ impl<S: SnapshotSource> Watcher<S> {
         match built {
             Ok(snapshot) => {
                 self.current.store(Arc::new(snapshot));
+                if let Some(rebuilt) = &self.inputs.on_rebuilt {
+                    rebuilt();
+                }
                 self.peers = peers;
                 self.url = url;
                 self.seq = seq;
@@ -283,6 +299,11 @@ impl<S: SnapshotSource> Watcher<S> {
             self.inputs.metrics.snapshot_built(snapshot.nodes_by_state(), started.elapsed());
         }
         self.seq = Some(last);
+        // Said even when no node changed: the store did (an event, a boot report), and what the
+        // admin page's live feed shows beside the scripts may have.
+        if let Some(rebuilt) = &self.inputs.on_rebuilt {
+            rebuilt();
+        }
         true
     }
 

@@ -22,7 +22,7 @@ use serde_json::json;
 use crate::conductor::{Action, Conductor, ConductorError, locked_message};
 use crate::probe::NodeProbe;
 use bootvol_core::inventory::{ChildSpec, NodeSpec};
-pub use bootvol_core::model::records::{AttachmentRecord, Event};
+pub use bootvol_core::model::records::{AttachmentRecord, Event, EventFilter};
 pub use bootvol_core::model::sync::SyncStatus;
 use bootvol_core::model::{
     Child, ChildKind, NodeRecord, Port, ProvisionState, Stamped, StorageInterfaceName,
@@ -220,6 +220,24 @@ impl NodeService {
     pub async fn events(&self, node_uuid: &str, limit: u32) -> Result<Vec<Event>, NodeError> {
         let node = node_uuid.to_owned();
         Ok(self.db().run(move |db| db.events(Some(&node), limit)).await?)
+    }
+
+    /// A page of the rack-wide history of events, newest first (`db::history`).
+    pub async fn events_page(&self, filter: EventFilter) -> Result<Vec<Event>, NodeError> {
+        Ok(self.db().run(move |db| db.events_page(&filter)).await?)
+    }
+
+    /// The event types recorded, sorted.
+    pub async fn event_types(&self) -> Result<Vec<String>, NodeError> {
+        Ok(self.db().run(|db| db.event_types()).await?)
+    }
+
+    /// The node that owns a port with this MAC, if any.
+    pub async fn node_by_mac(
+        &self,
+        mac: bootvol_core::model::MacAddr,
+    ) -> Result<Option<NodeRecord>, NodeError> {
+        Ok(self.db().run(move |db| db.node_record_by_mac(mac)).await?)
     }
 
     /// Each node's newest event of `event_type`, by node UUID (its payload as stored).

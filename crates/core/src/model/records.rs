@@ -1,5 +1,6 @@
 //! The records the control plane reads back from the database as plain values: a volume
-//! attachment's progress and a persisted event. Owns their shape only; how they are stored
+//! attachment's progress, a persisted event and the filter of the rack-wide history of events
+//! ([`EventFilter`]). Owns their shape only; how they are stored
 //! (tables, columns, SQL) is the database crate's business, and nothing here does I/O.
 
 use serde_json::Value;
@@ -70,4 +71,27 @@ pub struct Event {
     pub repeats: i64,
     /// When it was last recorded, when it repeated.
     pub last_seen_at: Option<String>,
+}
+
+/// Which events the rack-wide history reads: every condition set narrows it (all of them at
+/// once), a page at a time by id, newest first. Times are the stored text
+/// (`YYYY-MM-DDTHH:MM:SS.fff+00:00`, UTC), compared as text: both bounds included.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EventFilter {
+    /// The node's UUID (events of a node deleted since are still found by it).
+    pub node_uuid: Option<String>,
+    /// The event type, whole (`baremetal.node.power_set.end`).
+    pub event_type: Option<String>,
+    /// `info`, `warning` or `error`.
+    pub level: Option<String>,
+    /// Recorded at or after.
+    pub since: Option<String>,
+    /// Recorded at or before.
+    pub until: Option<String>,
+    /// The page older than this id (the next page).
+    pub before: Option<i64>,
+    /// The page just newer than this id (the previous page).
+    pub after: Option<i64>,
+    /// Events a page.
+    pub limit: u32,
 }
