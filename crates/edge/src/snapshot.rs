@@ -118,7 +118,9 @@ pub fn start(
     let peers = source.peers();
     let url = inputs.public_url.get();
     let seq = source.change_seq();
+    let started = Instant::now();
     let first = build(&mut source, &templates, config, &inputs.metrics, &url, &peers)?;
+    let built_in = started.elapsed();
     let current = Arc::new(ArcSwap::from_pointee(first));
     let (wake, requests) = mpsc::channel();
     let watcher = Watcher {
@@ -132,6 +134,8 @@ pub fn start(
         peers,
         url,
         seq,
+        last_full: (Instant::now(), built_in),
+        unexplained: false,
     };
     tracker.spawn_blocking(move || watcher.run());
     Ok(SnapshotHandle { current, wake })
@@ -188,7 +192,17 @@ struct Watcher<S> {
     url: Arc<String>,
     /// The last change the current snapshot holds (`None`: unknown, build anew next time).
     seq: Option<i64>,
+    /// When the last whole build ended, and what it took.
+    last_full: (Instant, Duration),
+    /// The store changed with nothing in the change log to say what (a write made behind
+    /// bootvol's back, or only events): a whole build is due once [`Watcher::full_due`].
+    unexplained: bool,
 }
+
+/// The least time between two whole builds made for writes the change log does not explain;
+/// at least ten times what the last whole build took, so that a store busy with events costs
+/// the watcher a tenth of a core at the most.
+const UNEXPLAINED_REBUILD: Duration = Duration::from_secs(10);
 
 /// The longest the watcher sleeps before it answers its liveness tick, whatever
 /// `[database] watch_interval_ms` says.
@@ -222,7 +236,8 @@ impl<S: SnapshotSource> Watcher<S> {
         let version = self.source.version();
         let peers = self.source.peers();
         let peers_changed = version.is_some() && peers != self.peers;
-        if !requested && version == seen && !peers_changed {
+        if !requested && version == seen && !peers_changed && !(self.unexplained && self.full_due())
+        {
             return None;
         }
         if !requested && self.source.is_shared() {
@@ -237,10 +252,22 @@ impl<S: SnapshotSource> Watcher<S> {
             self.reload_templates();
         }
         let url = self.inputs.public_url.get();
-        if !requested && !peers_changed && *url == *self.url && self.update() {
-            return version.is_some().then_some(version);
+        if !requested && !peers_changed && *url == *self.url {
+            match self.update() {
+                Some(0) if version != seen => self.unexplained = true,
+                Some(_) | None => {}
+            }
+            if self.seq.is_some() && !(self.unexplained && self.full_due()) {
+                return version.is_some().then_some(version);
+            }
+            if self.unexplained && self.seq.is_some() {
+                tracing::info!(
+                    "the database changed where the change log does not say: building the snapshot anew"
+                );
+            }
         }
         let seq = self.source.change_seq();
+        let full_started = Instant::now();
         let built = build(
             &mut self.source,
             &self.templates,
@@ -252,6 +279,8 @@ impl<S: SnapshotSource> Watcher<S> {
         match built {
             Ok(snapshot) => {
                 self.current.store(Arc::new(snapshot));
+                self.last_full = (Instant::now(), full_started.elapsed());
+                self.unexplained = false;
                 if let Some(rebuilt) = &self.inputs.on_rebuilt {
                     rebuilt();
                 }
@@ -268,20 +297,29 @@ impl<S: SnapshotSource> Watcher<S> {
         }
     }
 
+    /// Whether a whole build for unexplained writes may run now.
+    fn full_due(&self) -> bool {
+        let (ended, took) = self.last_full;
+        ended.elapsed() >= UNEXPLAINED_REBUILD.max(took * 10)
+    }
+
     /// Brings the snapshot up to date with the nodes the change log names since its own
-    /// change; false when it cannot (the caller builds anew).
-    fn update(&mut self) -> bool {
+    /// change: how many nodes changed, or `None` when it cannot (the caller builds anew, and
+    /// forgets the snapshot's change so that it does).
+    fn update(&mut self) -> Option<usize> {
         let started = Instant::now();
-        let Some(since) = self.seq else { return false };
+        let since = self.seq?;
         let Some((last, uuids)) = self.source.changed_nodes(since, INCREMENTAL_LIMIT) else {
-            return false;
+            self.seq = None;
+            return None;
         };
         if !uuids.is_empty() {
             let changed = match self.source.records(&uuids) {
                 Ok(changed) => changed,
                 Err(e) => {
                     tracing::warn!(error = %e, "changed nodes not read; building anew");
-                    return false;
+                    self.seq = None;
+                    return None;
                 }
             };
             let settings = settings(&self.config, &self.url, &self.peers);
@@ -304,7 +342,7 @@ impl<S: SnapshotSource> Watcher<S> {
         if let Some(rebuilt) = &self.inputs.on_rebuilt {
             rebuilt();
         }
-        true
+        Some(uuids.len())
     }
 
     /// SIGHUP: data and templates are re-read; the configuration is not.
