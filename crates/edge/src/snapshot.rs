@@ -236,8 +236,8 @@ impl<S: SnapshotSource> Watcher<S> {
         let version = self.source.version();
         let peers = self.source.peers();
         let peers_changed = version.is_some() && peers != self.peers;
-        if !requested && version == seen && !peers_changed && !(self.unexplained && self.full_due())
-        {
+        let due = self.unexplained && self.full_due();
+        if !(requested || version != seen || peers_changed || due) {
             return None;
         }
         if !requested && self.source.is_shared() {
