@@ -592,16 +592,18 @@ fn headless_chromium_login_create_power_screenshot_logout() {
 }
 
 /// The screenshots `browser.js` takes, at 1366×900 and at 390×844 (`-phone`).
-const SCREENSHOTS: [&str; 10] = [
+const SCREENSHOTS: [&str; 12] = [
     "admin-nodes-500.png",
     "admin-node.png",
     "admin-confirm.png",
     "admin-bulk-confirm.png",
+    "admin-events.png",
     "admin-form-error.png",
     "admin-nodes-500-phone.png",
     "admin-node-phone.png",
     "admin-confirm-phone.png",
     "admin-bulk-confirm-phone.png",
+    "admin-events-phone.png",
     "admin-form-error-phone.png",
 ];
 
