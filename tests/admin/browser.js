@@ -210,9 +210,12 @@ async function bulk(page, tag, action) {
   await page.frameLocator('iframe[src="/admin/activity"]').locator('svg').waitFor();
   const weight = await page.evaluate(() => {
     const entries = [...performance.getEntriesByType('navigation'), ...performance.getEntriesByType('resource')];
-    return { bytes: entries.reduce((n, e) => n + (e.decodedBodySize || 0), 0), files: entries.length };
+    const [nav] = performance.getEntriesByType('navigation');
+    return { bytes: entries.reduce((n, e) => n + (e.decodedBodySize || 0), 0), files: entries.length,
+      ms: Math.round(nav.loadEventEnd - nav.startTime) };
   });
-  console.log(`${tag}: the list of 500 weighs ${weight.bytes} bytes in ${weight.files} files`);
+  // The load time is printed, not held to a bound (a debug build, on a shared machine).
+  console.log(`${tag}: the list of 500 weighs ${weight.bytes} bytes in ${weight.files} files, loaded in ${weight.ms} ms`);
   check(weight.bytes <= 60 * 1024, `${tag}: the list weighs ${weight.bytes} bytes, over 60 KB`);
   console.log(`${tag}: points 4, 5, 6, 9 ok (${rows} event(s) of rack-150)`);
 }
