@@ -2,7 +2,7 @@
 //! their interfaces from 1.30), node traits (1.37), VIFs (1.28), the node endpoints bootvol
 //! answers with Ironic's own error when the hardware type has no such interface (console, RAID,
 //! NMI, vendor passthru), the agent's lookup and heartbeat (1.22) as Ironic answers a node that
-//! runs no agent, and the resources bootvol does not model (chassis, port groups: empty lists;
+//! runs no agent, and the resource bootvol does not model (port groups: an empty list;
 //! creating one is refused). Writes go through the node service.
 
 use axum::http::{Method, StatusCode};
@@ -297,7 +297,7 @@ pub(super) async fn agent(state: &ApiState, r: &Request, rest: &[&str]) -> ApiRe
 // ---------------------------------------------------------------------------------------------
 // Resources bootvol does not model
 
-/// `/v1/chassis` and `/v1/portgroups` (1.23): empty lists; creating one is refused.
+/// `/v1/portgroups` (1.23): an empty list; creating one is refused.
 pub(super) fn unmodeled(r: &Request, collection: &str, rest: &[&str]) -> ApiResult {
     if collection == "portgroups" {
         require(r, "portgroups")?;

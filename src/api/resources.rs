@@ -22,6 +22,7 @@ use bootvol_core::model::{
 };
 use bootvol_core::secrets::mask;
 
+mod chassis;
 mod children;
 use children::{create_child, delete_child, list_children, patch_child, show_child};
 
@@ -31,6 +32,7 @@ const NODE_LIST_FIELDS: &[&str] =
 /// Node fields an operator may change with PATCH; the others are read-only.
 const NODE_PATCHABLE: &[&str] = &[
     "name",
+    "chassis_uuid",
     "driver",
     "driver_info",
     "properties",
@@ -68,15 +70,15 @@ pub(super) async fn route(state: &ApiState, r: &Request) -> ApiResult {
     let segments: Vec<&str> = r.segments.iter().map(String::as_str).collect();
     let m = &r.method;
     match segments.as_slice() {
-        ["nodes"] if m == Method::GET => list_nodes(state, r, false).await,
+        ["nodes"] if m == Method::GET => list_nodes(state, r, false, None).await,
         ["nodes"] if m == Method::POST => create_node(state, r).await,
-        ["nodes", "detail"] if m == Method::GET => list_nodes(state, r, true).await,
+        ["nodes", "detail"] if m == Method::GET => list_nodes(state, r, true, None).await,
         ["nodes", node] if m == Method::GET => show_node(state, r, node).await,
         ["nodes", node] if m == Method::PATCH => patch_node(state, r, node).await,
         ["nodes", node] if m == Method::DELETE => delete_node(state, node).await,
         ["nodes", node, rest @ ..] if !rest.is_empty() => node_route(state, r, node, rest).await,
         ["drivers", rest @ ..] => ironic::drivers(r, rest).await,
-        ["chassis", rest @ ..] => ironic::unmodeled(r, "chassis", rest),
+        ["chassis", rest @ ..] => chassis::route(state, r, rest).await,
         ["portgroups", rest @ ..] => ironic::unmodeled(r, "portgroups", rest),
         ["lookup"] | ["heartbeat", _] => ironic::agent(state, r, &segments).await,
         ["ports", rest @ ..] => children(state, r, ChildKind::Port, rest).await,
@@ -256,7 +258,7 @@ fn node_json(state: &ApiState, r: &Request, record: &NodeRecord) -> Value {
         "instance_info": node.instance_info,
         "instance_uuid": node.instance_uuid,
         "extra": node.extra,
-        "chassis_uuid": null,
+        "chassis_uuid": node.chassis_uuid,
         "power_state": node.power_state,
         "target_power_state": node.target_power_state,
         "provision_state": node.provision_state,
@@ -336,10 +338,20 @@ fn bool_param(r: &Request, key: &str) -> Result<Option<bool>, ApiError> {
     }
 }
 
-async fn list_nodes(state: &ApiState, r: &Request, detail: bool) -> ApiResult {
+/// The node list (`chassis`: only the nodes in it, `/v1/chassis/{uuid}/nodes`).
+async fn list_nodes(
+    state: &ApiState,
+    r: &Request,
+    detail: bool,
+    chassis: Option<&str>,
+) -> ApiResult {
     check_filters(r)?;
     let maintenance = bool_param(r, "maintenance")?;
     let associated = bool_param(r, "associated")?;
+    let in_chassis = match chassis {
+        Some(uuid) => Some(uuid.to_owned()),
+        None => chassis::chassis_ref(r.param("chassis_uuid").map(|c| json!(c)))?,
+    };
     let records = state.inner.nodes.nodes().await?;
     let mut items: Vec<Value> = Vec::new();
     for record in &records {
@@ -350,6 +362,7 @@ async fn list_nodes(state: &ApiState, r: &Request, detail: bool) -> ApiResult {
             || associated.is_some_and(|a| a != n.instance_uuid.is_some())
             || r.param("instance_uuid").is_some_and(|i| Some(i) != n.instance_uuid.as_deref())
             || r.param("resource_class").is_some_and(|c| Some(c) != n.resource_class.as_deref())
+            || in_chassis.as_ref().is_some_and(|c| Some(c) != n.chassis_uuid.as_ref())
         {
             continue;
         }
@@ -415,13 +428,10 @@ fn fields_version<'a>(
 }
 
 /// Ironic's answers to node fields bootvol keeps read-only in a create or a patch.
-fn refuse_special(field: &str, value: Option<&Value>) -> Result<(), ApiError> {
+fn refuse_special(field: &str) -> Result<(), ApiError> {
     match field {
         "traits" => Err(ApiError::bad_request(
             "Cannot update node traits via node patch. Node traits should be updated via the node traits API.",
-        )),
-        "chassis_uuid" if value.is_some_and(|v| !v.is_null()) => Err(ApiError::bad_request(
-            "chassis_uuid: bootvol does not provide chassis (GET /v1/chassis is always empty)",
         )),
         _ => Ok(()),
     }
@@ -430,13 +440,11 @@ fn refuse_special(field: &str, value: Option<&Value>) -> Result<(), ApiError> {
 async fn create_node(state: &ApiState, r: &Request) -> ApiResult {
     let mut doc = r.json()?;
     if let Some(map) = doc.as_object() {
-        for (key, value) in map {
-            refuse_special(key, Some(value))?;
+        for key in map.keys() {
+            refuse_special(key)?;
         }
     }
-    if let Some(map) = doc.as_object_mut() {
-        map.remove("chassis_uuid");
-    }
+    let chassis = chassis::chassis_ref(doc.as_object_mut().and_then(|m| m.remove("chassis_uuid")))?;
     let mut doc = without_nulls(doc)?;
     fields_version(r, doc.keys().map(String::as_str))?;
     for key in doc.keys() {
@@ -462,7 +470,8 @@ async fn create_node(state: &ApiState, r: &Request) -> ApiResult {
         .map_err(ApiError::bad_request)?;
     // Ironic: from 1.11 new nodes start in `enroll`; before, in `available`.
     let initial = if r.minor >= 11 { ProvisionState::Enroll } else { ProvisionState::Available };
-    let record = state.inner.nodes.create_node(uuid.clone(), spec, initial).await?;
+    let record =
+        state.inner.nodes.create_node_in_chassis(uuid.clone(), spec, initial, chassis).await?;
     Ok(created(format!("{}/v1/nodes/{uuid}", r.base), &node_json(state, r, &record)))
 }
 
@@ -487,7 +496,7 @@ async fn patch_node(state: &ApiState, r: &Request, key: &str) -> ApiResult {
         for op in ops {
             let root = op["path"].as_str().unwrap_or_default().trim_start_matches('/');
             let root = root.split('/').next().unwrap_or_default();
-            refuse_special(root, op.get("value").or(Some(&Value::Bool(true))))?;
+            refuse_special(root)?;
         }
     }
     let mut doc = json!({
@@ -502,6 +511,7 @@ async fn patch_node(state: &ApiState, r: &Request, key: &str) -> ApiResult {
         "deploy_interface": node.deploy_interface,
         "instance_uuid": node.instance_uuid,
         "resource_class": node.resource_class,
+        "chassis_uuid": node.chassis_uuid,
     });
     if let Some(map) = doc.as_object_mut() {
         for kind in Interfaces::KINDS {
@@ -542,9 +552,15 @@ async fn patch_node(state: &ApiState, r: &Request, key: &str) -> ApiResult {
         map.insert("name".into(), json!(node.uuid));
     }
     map.insert("uuid".into(), json!(node.uuid));
+    let chassis = chassis::chassis_ref(map.remove("chassis_uuid"))?;
     let spec = inventory::parse_node(&Value::Object(map), &state.inner.config)
         .map_err(ApiError::bad_request)?;
-    let record = state.inner.nodes.update_node(&node.uuid, spec).await?;
+    let nodes = &state.inner.nodes;
+    let record = if touched.iter().any(|t| t == "chassis_uuid") {
+        nodes.update_node_in_chassis(&node.uuid, spec, chassis).await?
+    } else {
+        nodes.update_node(&node.uuid, spec).await?
+    };
     Ok(json_response(StatusCode::OK, &node_json(state, r, &record)))
 }
 
@@ -552,7 +568,6 @@ async fn patch_node(state: &ApiState, r: &Request, key: &str) -> ApiResult {
 const NODE_READ_ONLY: &[&str] = &[
     "uuid",
     "driver_internal_info",
-    "chassis_uuid",
     "power_state",
     "target_power_state",
     "provision_state",

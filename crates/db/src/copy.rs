@@ -14,6 +14,7 @@ use super::{Db, DbError};
 /// The tables copied, parents first, each with the columns that order its rows. `instances`
 /// and `leases` are not copied: they describe running processes.
 pub(super) const TABLES: &[(&str, &str)] = &[
+    ("chassis", "id"),
     ("nodes", "id"),
     ("ports", "id"),
     ("volume_connectors", "id"),

@@ -296,14 +296,7 @@ impl Db {
         provision_state: ProvisionState,
     ) -> Result<(), WriteError> {
         let tx = self.conn.begin()?;
-        if let Some(owner) = name_holder(&tx, &spec.name)? {
-            return Err(name_taken(spec, &owner));
-        }
-        if node_id(&tx, uuid)?.is_some() {
-            return Err(WriteError::Conflict(format!("A node with UUID {uuid} already exists.")));
-        }
-        instance_free(&tx, spec, uuid)?;
-        insert_node(&tx, uuid, spec, provision_state)?;
+        create_node(&tx, uuid, spec, provision_state)?;
         tx.commit()?;
         Ok(())
     }
@@ -312,13 +305,7 @@ impl Db {
     /// maintenance when the spec gives it); states are the conductor's and are not touched.
     pub fn update_node(&self, uuid: &str, spec: &NodeSpec) -> Result<(), WriteError> {
         let tx = self.conn.begin()?;
-        if let Some(owner) = name_holder(&tx, &spec.name)?.filter(|owner| owner != uuid) {
-            return Err(name_taken(spec, &owner));
-        }
-        instance_free(&tx, spec, uuid)?;
-        if update_node(&tx, uuid, spec, None)? == 0 {
-            return Err(WriteError::NotFound(format!("node {uuid} could not be found")));
-        }
+        update_operator_fields(&tx, uuid, spec)?;
         tx.commit()?;
         Ok(())
     }
@@ -367,6 +354,40 @@ impl Db {
         tx.commit()?;
         Ok(deleted)
     }
+}
+
+/// Inserts a node (no children) in `tx`, refusing a name, UUID or instance another holds.
+pub(super) fn create_node(
+    tx: &Tx<'_>,
+    uuid: &str,
+    spec: &NodeSpec,
+    provision_state: ProvisionState,
+) -> Result<(), WriteError> {
+    if let Some(owner) = name_holder(tx, &spec.name)? {
+        return Err(name_taken(spec, &owner));
+    }
+    if node_id(tx, uuid)?.is_some() {
+        return Err(WriteError::Conflict(format!("A node with UUID {uuid} already exists.")));
+    }
+    instance_free(tx, spec, uuid)?;
+    insert_node(tx, uuid, spec, provision_state)?;
+    Ok(())
+}
+
+/// Updates a node's operator fields in `tx`, refusing a name or instance another holds.
+pub(super) fn update_operator_fields(
+    tx: &Tx<'_>,
+    uuid: &str,
+    spec: &NodeSpec,
+) -> Result<(), WriteError> {
+    if let Some(owner) = name_holder(tx, &spec.name)?.filter(|owner| owner != uuid) {
+        return Err(name_taken(spec, &owner));
+    }
+    instance_free(tx, spec, uuid)?;
+    if update_node(tx, uuid, spec, None)? == 0 {
+        return Err(WriteError::NotFound(format!("node {uuid} could not be found")));
+    }
+    Ok(())
 }
 
 /// Refuses an `instance_uuid` another node holds (Ironic's `InstanceAssociated`).

@@ -1,7 +1,8 @@
 //! The node service: the one typed core between the front ends (the REST API, the admin page)
 //! and `db` for everything an operator writes about nodes.
 //!
-//! It owns create, update and delete of nodes, ports, volume connectors and volume targets;
+//! It owns create, update and delete of nodes, ports, volume connectors, volume targets and
+//! chassis (`chassis.rs`);
 //! Ironic's edit rules (a deployed node's port addresses change only in maintenance; its
 //! volume connectors and targets only while it is powered off, and never while an action
 //! holds it; a node another action holds is not edited); masked-secret restoration (`******`
@@ -14,6 +15,7 @@
 //! database through `SharedDb::run` and `Db`'s domain methods, whose signatures carry no
 //! `rusqlite` types. Node deletion goes through the conductor (it takes the node's lock).
 
+mod chassis;
 mod ironic;
 mod rules;
 
@@ -281,22 +283,24 @@ impl NodeService {
     pub async fn create_node(
         &self,
         uuid: String,
-        mut spec: NodeSpec,
+        spec: NodeSpec,
         initial: ProvisionState,
     ) -> Result<NodeRecord, NodeError> {
-        spec.restore_secrets(None).map_err(NodeError::Invalid)?;
-        let id = uuid.clone();
-        self.db().run(move |db| db.create_node(&id, &spec, initial)).await?;
-        self.record_change("node", "create", &uuid, &uuid).await;
-        self.node(&uuid).await
+        self.create_node_in_chassis(uuid, spec, initial, None).await
     }
 
     /// Replaces a node's operator fields with `spec` (masked secrets keep the stored ones;
     /// maintenance and states are not the spec's to change). Refused while an action holds it.
-    pub async fn update_node(
+    pub async fn update_node(&self, key: &str, spec: NodeSpec) -> Result<NodeRecord, NodeError> {
+        self.update_node_with(key, spec, None).await
+    }
+
+    /// [`NodeService::update_node`], and the node's chassis when `chassis` is given.
+    async fn update_node_with(
         &self,
         key: &str,
         mut spec: NodeSpec,
+        chassis: Option<Option<String>>,
     ) -> Result<NodeRecord, NodeError> {
         let record = self.node(key).await?;
         let node = &record.node;
@@ -305,7 +309,12 @@ impl NodeService {
         spec.provision_state = None;
         self.check_unlocked(node).await?;
         let uuid = node.uuid.clone();
-        self.db().run(move |db| db.update_node(&uuid, &spec)).await?;
+        self.db()
+            .run(move |db| match chassis {
+                None => db.update_node(&uuid, &spec),
+                Some(chassis) => db.update_node_in_chassis(&uuid, &spec, chassis.as_deref()),
+            })
+            .await?;
         self.record_change("node", "update", &node.uuid, &node.uuid).await;
         self.node(&node.uuid).await
     }
