@@ -2,8 +2,7 @@
 //! their interfaces from 1.30), node traits (1.37), VIFs (1.28), the node endpoints bootvol
 //! answers with Ironic's own error when the hardware type has no such interface (console, RAID,
 //! NMI, vendor passthru), the agent's lookup and heartbeat (1.22) as Ironic answers a node that
-//! runs no agent, and the resource bootvol does not model (port groups: an empty list;
-//! creating one is refused). Writes go through the node service.
+//! runs no agent. Writes go through the node service.
 
 use axum::http::{Method, StatusCode};
 use axum::response::IntoResponse;
@@ -291,30 +290,5 @@ pub(super) async fn agent(state: &ApiState, r: &Request, rest: &[&str]) -> ApiRe
             Ok(super::actions::accepted(r, &record.node.uuid))
         }
         _ => Err(super::resources::not_found_path(r)),
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Resources bootvol does not model
-
-/// `/v1/portgroups` (1.23): an empty list; creating one is refused.
-pub(super) fn unmodeled(r: &Request, collection: &str, rest: &[&str]) -> ApiResult {
-    if collection == "portgroups" {
-        require(r, "portgroups")?;
-    }
-    let what = if collection == "chassis" { "chassis" } else { "port groups" };
-    match (rest, &r.method) {
-        ([] | ["detail"], &Method::GET) => {
-            Ok(json_response(StatusCode::OK, &json!({ collection: [] })))
-        }
-        ([], &Method::POST) => Err(ApiError::bad_request(format!(
-            "bootvol does not provide {what}: a boot-from-volume appliance has none to manage."
-        ))),
-        ([id, ..], _) => Err(ApiError::not_found(if collection == "chassis" {
-            format!("Chassis {id} could not be found.")
-        } else {
-            format!("Portgroup {id} could not be found.")
-        })),
-        _ => Err(super::resources::method_not_allowed()),
     }
 }

@@ -4,7 +4,7 @@
 //! A subset of Ironic's v1 API that the real `baremetal` CLI, `openstack baremetal` and
 //! openstacksdk drive unchanged: the version documents, microversion negotiation (1.1 to
 //! [`MAX_MINOR`]; volume endpoints from 1.32, `storage_interface` from 1.33), nodes, ports,
-//! volume connectors and targets, power and provision actions (answered 202, run by the
+//! volume connectors and targets, chassis, port groups, power and provision actions (answered 202, run by the
 //! conductor in the background), validation and the boot device. Errors have Ironic's shape;
 //! every secret is masked; `http_basic` (bcrypt htpasswd) or `noauth`.
 //!

@@ -1,7 +1,8 @@
-//! The API's resources: nodes, ports, volume connectors and volume targets, in Ironic's JSON
-//! shapes. Reads and writes go through the node service ([`bootvol_control::nodes`]): this module turns
-//! Ironic's JSON (bodies, JSON patches, microversions) into the `inventory` parsers' specs and
-//! the service's answers back into JSON; the actions are in `actions.rs`.
+//! The API's resources: nodes, ports, volume connectors and volume targets (`children.rs`),
+//! chassis (`chassis.rs`) and port groups (`portgroups.rs`), in Ironic's JSON shapes. Reads and
+//! writes go through the node service ([`bootvol_control::nodes`]): this module turns Ironic's
+//! JSON (bodies, JSON patches, microversions) into the `inventory` parsers' specs and the
+//! service's answers back into JSON; the actions are in `actions.rs`.
 
 use axum::http::{Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -24,6 +25,7 @@ use bootvol_core::secrets::mask;
 
 mod chassis;
 mod children;
+mod portgroups;
 use children::{create_child, delete_child, list_children, patch_child, show_child};
 
 const NODE_LIST_FIELDS: &[&str] =
@@ -79,7 +81,7 @@ pub(super) async fn route(state: &ApiState, r: &Request) -> ApiResult {
         ["nodes", node, rest @ ..] if !rest.is_empty() => node_route(state, r, node, rest).await,
         ["drivers", rest @ ..] => ironic::drivers(r, rest).await,
         ["chassis", rest @ ..] => chassis::route(state, r, rest).await,
-        ["portgroups", rest @ ..] => ironic::unmodeled(r, "portgroups", rest),
+        ["portgroups", rest @ ..] => portgroups::route(state, r, rest).await,
         ["lookup"] | ["heartbeat", _] => ironic::agent(state, r, &segments).await,
         ["ports", rest @ ..] => children(state, r, ChildKind::Port, rest).await,
         ["volume", rest @ ..] => {
@@ -125,13 +127,11 @@ async fn node_route(state: &ApiState, r: &Request, node: &str, rest: &[&str]) ->
         }
         ["vendor_passthru", rest @ ..] => ironic::vendor_passthru(state, r, node, rest).await,
         ["portgroups"] | ["portgroups", "detail"] if m == Method::GET => {
-            ironic::require(r, "portgroups")?;
-            load_node(state, node).await?;
-            Ok(json_response(StatusCode::OK, &json!({"portgroups": []})))
+            portgroups::of_node(state, r, node).await
         }
         ["ports"] | ["ports", "detail"] if m == Method::GET => {
             let uuid = load_node(state, node).await?.node.uuid;
-            list_children(state, r, ChildKind::Port, Some(uuid)).await
+            list_children(state, r, ChildKind::Port, Some(uuid), None).await
         }
         ["volume", rest @ ..] => {
             require_volume(r)?;
@@ -139,10 +139,10 @@ async fn node_route(state: &ApiState, r: &Request, node: &str, rest: &[&str]) ->
             match (rest, m) {
                 ([], &Method::GET) => Ok(volume_links(r, &format!("nodes/{uuid}/volume"))),
                 (["connectors"], &Method::GET) => {
-                    list_children(state, r, ChildKind::Connector, Some(uuid)).await
+                    list_children(state, r, ChildKind::Connector, Some(uuid), None).await
                 }
                 (["targets"], &Method::GET) => {
-                    list_children(state, r, ChildKind::Target, Some(uuid)).await
+                    list_children(state, r, ChildKind::Target, Some(uuid), None).await
                 }
                 _ => Err(ApiError::bad_request(
                     "Malformed request URI: under a node, volume connectors and targets are only listed; use /v1/volume/connectors or /v1/volume/targets",
@@ -179,7 +179,7 @@ pub(super) fn method_not_allowed() -> ApiError {
 /// The routes of one kind of child below its collection (`rest`: the segments after it).
 async fn children(state: &ApiState, r: &Request, kind: ChildKind, rest: &[&str]) -> ApiResult {
     match (rest, &r.method) {
-        ([] | ["detail"], &Method::GET) => list_children(state, r, kind, None).await,
+        ([] | ["detail"], &Method::GET) => list_children(state, r, kind, None, None).await,
         ([], &Method::POST) => create_child(state, r, kind).await,
         ([id], &Method::GET) => show_child(state, r, kind, id).await,
         ([id], &Method::PATCH) => patch_child(state, r, kind, id).await,

@@ -16,6 +16,7 @@ use super::{Db, DbError};
 pub(super) const TABLES: &[(&str, &str)] = &[
     ("chassis", "id"),
     ("nodes", "id"),
+    ("portgroups", "id"),
     ("ports", "id"),
     ("volume_connectors", "id"),
     ("volume_targets", "id"),

@@ -38,7 +38,7 @@
 //! - [`cluster`]: instances and leases on PostgreSQL; [`listen`]: its change notifications;
 //!   [`copy`]: `migrate-to-postgres`.
 //! - [`admin`]: what the admin page keeps across restarts; [`probe`]: each node's last probe.
-//! - [`chassis`]: chassis and the nodes in them.
+//! - [`chassis`]: chassis and the nodes in them; [`portgroups`]: port groups and their ports.
 
 mod admin;
 mod apply;
@@ -51,6 +51,7 @@ pub mod listen;
 mod locks;
 mod migrations;
 mod nodes;
+mod portgroups;
 mod probe;
 mod rows;
 mod runtime;

@@ -21,6 +21,9 @@ pub enum WriteError {
     /// The row (or the node it names) does not exist.
     #[error("{0}")]
     NotFound(String),
+    /// The change breaks a rule between rows (a port group with ports moved to another node).
+    #[error("{0}")]
+    Invalid(String),
     #[error(transparent)]
     Db(#[from] DbError),
 }
@@ -319,30 +322,8 @@ impl Db {
         spec: &ChildSpec,
         existing: bool,
     ) -> Result<(), WriteError> {
-        let kind = spec.kind();
         let tx = self.conn.begin()?;
-        let Some(node_id) = node_id(&tx, node_uuid)? else {
-            return Err(WriteError::NotFound(format!("node {node_uuid} could not be found")));
-        };
-        if holder(&tx, spec, node_id)?.is_some_and(|h| h.uuid != uuid) {
-            return Err(WriteError::Conflict(conflict_message(spec, node_uuid)));
-        }
-        if existing {
-            if update_child(&tx, uuid, node_id, spec)? == 0 {
-                return Err(WriteError::NotFound(format!(
-                    "{} {uuid} could not be found.",
-                    kind.title()
-                )));
-            }
-        } else {
-            if exists(&tx, kind, uuid)? {
-                return Err(WriteError::Conflict(format!(
-                    "A {} with UUID {uuid} already exists.",
-                    kind.label()
-                )));
-            }
-            insert_child(&tx, uuid, node_id, spec)?;
-        }
+        write_child(&tx, uuid, node_uuid, spec, existing)?;
         tx.commit()?;
         Ok(())
     }
@@ -354,6 +335,40 @@ impl Db {
         tx.commit()?;
         Ok(deleted)
     }
+}
+
+/// [`Db::write_child`] in `tx`; answers the node's id.
+pub(super) fn write_child(
+    tx: &Tx<'_>,
+    uuid: &str,
+    node_uuid: &str,
+    spec: &ChildSpec,
+    existing: bool,
+) -> Result<i64, WriteError> {
+    let kind = spec.kind();
+    let Some(node_id) = node_id(tx, node_uuid)? else {
+        return Err(WriteError::NotFound(format!("node {node_uuid} could not be found")));
+    };
+    if holder(tx, spec, node_id)?.is_some_and(|h| h.uuid != uuid) {
+        return Err(WriteError::Conflict(conflict_message(spec, node_uuid)));
+    }
+    if existing {
+        if update_child(tx, uuid, node_id, spec)? == 0 {
+            return Err(WriteError::NotFound(format!(
+                "{} {uuid} could not be found.",
+                kind.title()
+            )));
+        }
+    } else {
+        if exists(tx, kind, uuid)? {
+            return Err(WriteError::Conflict(format!(
+                "A {} with UUID {uuid} already exists.",
+                kind.label()
+            )));
+        }
+        insert_child(tx, uuid, node_id, spec)?;
+    }
+    Ok(node_id)
 }
 
 /// Inserts a node (no children) in `tx`, refusing a name, UUID or instance another holds.

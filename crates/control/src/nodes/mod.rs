@@ -1,8 +1,8 @@
 //! The node service: the one typed core between the front ends (the REST API, the admin page)
 //! and `db` for everything an operator writes about nodes.
 //!
-//! It owns create, update and delete of nodes, ports, volume connectors, volume targets and
-//! chassis (`chassis.rs`);
+//! It owns create, update and delete of nodes, ports, volume connectors, volume targets,
+//! chassis (`chassis.rs`) and port groups (`portgroups.rs`);
 //! Ironic's edit rules (a deployed node's port addresses change only in maintenance; its
 //! volume connectors and targets only while it is powered off, and never while an action
 //! holds it; a node another action holds is not edited); masked-secret restoration (`******`
@@ -17,6 +17,7 @@
 
 mod chassis;
 mod ironic;
+mod portgroups;
 mod rules;
 
 use serde_json::json;
@@ -72,7 +73,7 @@ impl From<WriteError> for NodeError {
     fn from(e: WriteError) -> Self {
         match e {
             WriteError::Conflict(m) => NodeError::Conflict(m),
-            WriteError::NotFound(m) => NodeError::Invalid(m),
+            WriteError::NotFound(m) | WriteError::Invalid(m) => NodeError::Invalid(m),
             WriteError::Db(e) => e.into(),
         }
     }
@@ -428,9 +429,28 @@ impl NodeService {
         spec: ChildSpec,
         existing: bool,
     ) -> Result<Stamped<Child>, NodeError> {
+        self.write_child_in(uuid, node_uuid, spec, existing, None).await
+    }
+
+    /// [`NodeService::write_child`], and the port's group when `portgroup` is given.
+    async fn write_child_in(
+        &self,
+        uuid: String,
+        node_uuid: &str,
+        spec: ChildSpec,
+        existing: bool,
+        portgroup: Option<Option<String>>,
+    ) -> Result<Stamped<Child>, NodeError> {
         let kind = spec.kind();
         let (id, node) = (uuid.clone(), node_uuid.to_owned());
-        self.db().run(move |db| db.write_child(&id, &node, &spec, existing)).await?;
+        self.db()
+            .run(move |db| match portgroup {
+                None => db.write_child(&id, &node, &spec, existing),
+                Some(group) => {
+                    db.write_port_in_portgroup(&id, &node, &spec, existing, group.as_deref())
+                }
+            })
+            .await?;
         let action = if existing { "update" } else { "create" };
         self.record_change(kind.event_resource(), action, node_uuid, &uuid).await;
         self.child(kind, &uuid).await

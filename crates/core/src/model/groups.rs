@@ -1,8 +1,10 @@
 //! What groups nodes and ports, with Ironic's field names: a chassis (nodes refer to one by
-//! `chassis_uuid`) as a plain value, and the checks of its operator fields. Owns their shape
-//! and rules only; how they are stored is the database crate's business.
+//! `chassis_uuid`) and a port group (a node's bond of ports, which refer to it by
+//! `portgroup_uuid`) as plain values, and the checks of their operator fields. Owns their shape
+//! and rules only; how they are stored is the database crate's business. A port group never
+//! changes how a port's MAC finds its node: it is not part of the boot decision.
 
-use super::{JsonMap, ValueError};
+use super::{JsonMap, MacAddr, ValueError};
 
 /// The longest chassis description Ironic takes.
 pub const DESCRIPTION_MAX: usize = 255;
@@ -43,9 +45,96 @@ impl ChassisSpec {
     }
 }
 
+/// A port group's mode when none is given (Ironic's `default_portgroup_mode`).
+pub const DEFAULT_MODE: &str = "active-backup";
+
+/// A node's port group.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Portgroup {
+    pub uuid: String,
+    pub node_uuid: String,
+    pub spec: PortgroupSpec,
+    pub internal_info: JsonMap,
+    pub created_at: Option<String>,
+    pub updated_at: Option<String>,
+}
+
+/// What an operator writes of a port group.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PortgroupSpec {
+    /// Unique when set; a logical name (Ironic's: letters, digits, `-`, `.`, `_`, `~`).
+    pub name: Option<String>,
+    /// Unique among port groups when set.
+    pub address: Option<MacAddr>,
+    pub extra: JsonMap,
+    pub properties: JsonMap,
+    pub mode: String,
+    pub standalone_ports_supported: bool,
+}
+
+impl Default for PortgroupSpec {
+    fn default() -> PortgroupSpec {
+        PortgroupSpec {
+            name: None,
+            address: None,
+            extra: JsonMap::new(),
+            properties: JsonMap::new(),
+            mode: DEFAULT_MODE.into(),
+            standalone_ports_supported: true,
+        }
+    }
+}
+
+/// Whether `text` is a logical name as Ironic has it (RFC 3986's unreserved characters, at most
+/// 255 of them): what names a port group (or a node) besides its UUID.
+pub fn is_logical_name(text: &str) -> bool {
+    !text.is_empty()
+        && text.len() <= 255
+        && text.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~'))
+}
+
+impl PortgroupSpec {
+    /// Checks the name (a logical name that is not a UUID's shape is not required: Ironic's
+    /// rule) and the mode (1 to 255 printable characters).
+    pub fn check(&self) -> Result<(), ValueError> {
+        if let Some(name) = &self.name
+            && !is_logical_name(name)
+        {
+            return Err(ValueError(format!(
+                "Cannot use invalid name {name:?} for a port group: letters, digits, '-', '.', '_' and '~' only, at most 255"
+            )));
+        }
+        if self.mode.is_empty()
+            || self.mode.chars().count() > 255
+            || self.mode.chars().any(char::is_control)
+        {
+            return Err(ValueError(
+                "mode: 1 to 255 characters, without control characters (such as active-backup or 802.3ad)"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_port_group_name_is_a_logical_name_and_its_mode_is_text() {
+        let spec = |name: &str, mode: &str| PortgroupSpec {
+            name: Some(name.into()),
+            mode: mode.into(),
+            ..Default::default()
+        };
+        assert!(spec("bond0.a_b~1", "802.3ad").check().is_ok());
+        assert!(spec("bond 0", "802.3ad").check().unwrap_err().0.contains("invalid name"));
+        assert!(spec("bond0", "").check().is_err());
+        assert!(spec(&"x".repeat(256), "balance-rr").check().is_err());
+        assert_eq!(PortgroupSpec::default().mode, "active-backup");
+        assert!(PortgroupSpec::default().standalone_ports_supported);
+    }
 
     #[test]
     fn a_description_is_ironics_length_and_printable() {
