@@ -104,7 +104,7 @@ pub(super) async fn route(state: &ApiState, r: &Request) -> ApiResult {
 async fn node_route(state: &ApiState, r: &Request, node: &str, rest: &[&str]) -> ApiResult {
     let m = &r.method;
     match rest {
-        ["states"] if m == Method::GET => node_states(state, node).await,
+        ["states"] if m == Method::GET => node_states(state, r, node).await,
         ["states", "power"] if m == Method::PUT => set_power(state, r, node).await,
         ["states", "provision"] if m == Method::PUT => set_provision(state, r, node).await,
         ["validate"] if m == Method::GET => validate(state, node).await,
@@ -181,12 +181,23 @@ async fn children(state: &ApiState, r: &Request, kind: ChildKind, rest: &[&str])
     match (rest, &r.method) {
         ([] | ["detail"], &Method::GET) => list_children(state, r, kind, None, None).await,
         ([], &Method::POST) => create_child(state, r, kind).await,
-        ([id], &Method::GET) => show_child(state, r, kind, id).await,
-        ([id], &Method::PATCH) => patch_child(state, r, kind, id).await,
-        ([id], &Method::DELETE) => delete_child(state, kind, id).await,
+        ([id], &Method::GET) => show_child(state, r, kind, &child_uuid(kind, id)?).await,
+        ([id], &Method::PATCH) => patch_child(state, r, kind, &child_uuid(kind, id)?).await,
+        ([id], &Method::DELETE) => delete_child(state, kind, &child_uuid(kind, id)?).await,
         _ if kind == ChildKind::Port => Err(method_not_allowed()),
         _ => Err(not_found_path(r)),
     }
+}
+
+/// A port's, connector's or target's identifier: a UUID (up to 1.38 Ironic names them by UUID
+/// only: a MAC or a name is 400, not 404), canonical.
+fn child_uuid(kind: ChildKind, id: &str) -> Result<String, ApiError> {
+    canonical_uuid(id).map_err(|_| {
+        ApiError::bad_request(format!(
+            "Invalid input for field/attribute {}_uuid. Value: '{id}'. Expected a UUID but received {id}.",
+            kind.label().replace(' ', "_")
+        ))
+    })
 }
 
 pub(super) fn not_found_path(r: &Request) -> ApiError {
@@ -261,8 +272,8 @@ fn node_json(state: &ApiState, r: &Request, record: &NodeRecord) -> Value {
         "chassis_uuid": node.chassis_uuid,
         "power_state": node.power_state,
         "target_power_state": node.target_power_state,
-        "provision_state": node.provision_state,
-        "target_provision_state": node.target_provision_state,
+        "provision_state": shown_provision_state(r, node.provision_state),
+        "target_provision_state": node.target_provision_state.map(|t| shown_provision_state(r, t)),
         "provision_updated_at": node.provision_updated_at,
         "maintenance": node.maintenance,
         "maintenance_reason": node.maintenance_reason,
@@ -294,6 +305,15 @@ fn node_json(state: &ApiState, r: &Request, record: &NodeRecord) -> Value {
     versions::hide(&mut out, versions::NODE_FIELDS, r.minor);
     mask(&mut out);
     out
+}
+
+/// A provision state as microversion `r.minor` shows it: below 1.2 `available` is Ironic's
+/// "no state" (null).
+pub(super) fn shown_provision_state(r: &Request, state: ProvisionState) -> Value {
+    if r.minor < 2 && state == ProvisionState::Available {
+        return Value::Null;
+    }
+    json!(state)
 }
 
 /// Answers 406 when a list filter is newer than the request's microversion (`fault`, 1.42, is

@@ -413,7 +413,7 @@ impl NodeService {
         uuid: &str,
     ) -> Result<Stamped<Child>, NodeError> {
         let stored = self.child(kind, uuid).await?;
-        self.check_rule(kind, &stored.node_uuid).await?;
+        self.check_rule(kind, &stored.node_uuid, "deletion").await?;
         let owned = uuid.to_owned();
         if !self.db().run(move |db| db.delete_child(kind, &owned)).await? {
             return Err(NodeError::NotFound("It was deleted meanwhile.".into()));
