@@ -27,6 +27,15 @@ pub(super) fn require(r: &Request, endpoint: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// 406 (as Ironic) for an endpoint that exists, asked for below its microversion.
+fn below(r: &Request, endpoint: &str) -> ApiError {
+    ApiError::not_acceptable(format!(
+        "{endpoint} needs API version 1.{} or later (this request asked for 1.{})",
+        versions::minor_of(versions::ENDPOINTS, endpoint),
+        r.minor
+    ))
+}
+
 // ---------------------------------------------------------------------------------------------
 // Drivers
 
@@ -134,7 +143,15 @@ fn traits_body(record: &NodeRecord) -> Value {
 
 /// `/v1/nodes/{node}/traits[/{trait}]`.
 pub(super) async fn traits(state: &ApiState, r: &Request, key: &str, rest: &[&str]) -> ApiResult {
-    require(r, "traits")?;
+    if r.minor < versions::minor_of(versions::ENDPOINTS, "traits") {
+        // Ironic's answers below 1.37: reading is not acceptable, writing not allowed, and
+        // the trait to delete is not found.
+        return Err(match r.method {
+            Method::GET => below(r, "traits"),
+            Method::PUT => super::resources::method_not_allowed(),
+            _ => super::resources::not_found_path(r),
+        });
+    }
     let nodes = state.nodes();
     match (rest, &r.method) {
         ([], &Method::GET) => {
@@ -210,7 +227,9 @@ pub(super) async fn vifs(state: &ApiState, r: &Request, key: &str, rest: &[&str]
 
 /// `PUT /v1/nodes/{node}/states/raid` (1.12).
 pub(super) async fn set_raid(state: &ApiState, r: &Request, key: &str) -> ApiResult {
-    require(r, "states/raid")?;
+    if r.minor < versions::minor_of(versions::ENDPOINTS, "states/raid") {
+        return Err(below(r, "states/raid"));
+    }
     let record = load_node(state, key).await?;
     if !has_interface(&record, Kind::Raid) {
         return Err(unsupported(record.node.driver, "raid"));

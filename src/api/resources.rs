@@ -366,6 +366,7 @@ async fn list_nodes(
     chassis: Option<&str>,
 ) -> ApiResult {
     check_filters(r)?;
+    fields_asked_version(r)?;
     let maintenance = bool_param(r, "maintenance")?;
     let associated = bool_param(r, "associated")?;
     let in_chassis = match chassis {
@@ -392,6 +393,7 @@ async fn list_nodes(
 }
 
 async fn show_node(state: &ApiState, r: &Request, key: &str) -> ApiResult {
+    fields_asked_version(r)?;
     let record = load_node(state, key).await?;
     shown(r, node_json(state, r, &record))
 }
@@ -445,6 +447,14 @@ fn fields_version<'a>(
         }
     }
     Ok(())
+}
+
+/// Refuses (406, as Ironic) `?fields=` naming a node field newer than the request's version.
+fn fields_asked_version(r: &Request) -> Result<(), ApiError> {
+    match r.param("fields") {
+        Some(fields) => fields_version(r, parse_fields(fields)?.iter().map(String::as_str)),
+        None => Ok(()),
+    }
 }
 
 /// Ironic's answers to node fields bootvol keeps read-only in a create or a patch.

@@ -137,11 +137,8 @@ fn volume_information_of_a_powered_on_node_is_not_changed_and_an_edit_waits_for_
     let connector = format!("/v1/volume/connectors/{}", connector["uuid"].as_str().unwrap());
     let target = format!("/v1/volume/targets/{}", target["uuid"].as_str().unwrap());
     let power = |state: &str| {
-        let (status, body) = api.v(
-            "PUT",
-            &format!("/v1/nodes/{uuid}/states/power"),
-            Some(json!({"target": state})),
-        );
+        let (status, body) =
+            api.v("PUT", &format!("/v1/nodes/{uuid}/states/power"), Some(json!({"target": state})));
         assert_eq!(status, 202, "{body}");
     };
     power("power on");
@@ -162,4 +159,36 @@ fn volume_information_of_a_powered_on_node_is_not_changed_and_an_edit_waits_for_
     power("power off");
     assert_eq!(api.v("DELETE", &target, None).0, 204);
     assert_eq!(api.v("DELETE", &connector, None).0, 204);
+}
+
+#[test]
+fn traits_and_raid_below_their_microversion_get_ironics_statuses() {
+    let api = Api::start(false);
+    let (_, node) =
+        api.v("POST", "/v1/nodes", Some(json!({"name": "tr-n1", "driver": "fake-hardware"})));
+    let uuid = node["uuid"].as_str().unwrap();
+    let traits = format!("/v1/nodes/{uuid}/traits");
+    let one = format!("{traits}/CUSTOM_TRAIT1");
+    // Below 1.37: reading 406, writing 405, deleting 404; at 1.37 served.
+    for (minor, method, path, body, status) in [
+        ("1.36", "GET", &traits, None, 406),
+        ("1.27", "GET", &traits, None, 406),
+        ("1.36", "PUT", &traits, Some(json!({"traits": ["CUSTOM_TRAIT1"]})), 405),
+        ("1.36", "PUT", &one, None, 405),
+        ("1.36", "DELETE", &one, None, 404),
+        ("1.36", "DELETE", &traits, None, 404),
+        ("1.37", "PUT", &one, None, 204),
+        ("1.37", "GET", &traits, None, 200),
+    ] {
+        let (got, answer) = api.at(minor, method, path, body);
+        assert_eq!(got, status, "{method} {path} at {minor}: {answer}");
+    }
+    // Asking for a field the version does not know: 406, in a list and on one node.
+    assert_eq!(api.at("1.36", "GET", "/v1/nodes?fields=uuid,traits", None).0, 406);
+    assert_eq!(api.at("1.36", "GET", &format!("/v1/nodes/{uuid}?fields=traits"), None).0, 406);
+    let (status, list) = api.at("1.37", "GET", "/v1/nodes?fields=uuid,traits", None);
+    assert_eq!((status, &list["nodes"][0]["traits"]), (200, &json!(["CUSTOM_TRAIT1"])), "{list}");
+    // RAID configuration below 1.12: 406.
+    let raid = format!("/v1/nodes/{uuid}/states/raid");
+    assert_eq!(api.at("1.2", "PUT", &raid, Some(json!({"logical_disks": []}))).0, 406);
 }

@@ -87,7 +87,9 @@ impl NodeService {
                 )))
             }
             EditRule::Address => Ok(()),
-            EditRule::Volume if action != "creation" && node.power_state == Some(PowerState::On) => {
+            EditRule::Volume
+                if action != "creation" && node.power_state == Some(PowerState::On) =>
+            {
                 Err(NodeError::Invalid(format!(
                     "The requested action \"{} {action}\" can not be performed on node \"{}\" while it is in state \"power on\" (power it off first).",
                     kind.label(),
