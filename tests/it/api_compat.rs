@@ -192,3 +192,41 @@ fn traits_and_raid_below_their_microversion_get_ironics_statuses() {
     let raid = format!("/v1/nodes/{uuid}/states/raid");
     assert_eq!(api.at("1.2", "PUT", &raid, Some(json!({"logical_disks": []}))).0, 406);
 }
+
+#[test]
+fn an_action_or_edit_asked_for_while_another_holds_the_node_waits_for_it_before_409() {
+    let api = Api::start(false);
+    let (_, node) =
+        api.v("POST", "/v1/nodes", Some(json!({"name": "lk-n1", "driver": "fake-hardware"})));
+    let uuid = node["uuid"].as_str().unwrap().to_owned();
+    let db = crate::support::open_db_ok(api._dir.path()).unwrap();
+    let other = bootvol_db::ActionToken::new("power on");
+    let now = bootvol_core::timefmt::now_unix() as i64;
+    db.try_lock_node(&uuid, &other, now, bootvol_db::LEASE_SECS).unwrap().unwrap();
+    // Released while the request waits: the request goes through (Ironic's conductor retries).
+    let release = {
+        let (uuid, other) = (uuid.clone(), other.clone());
+        let path = api._dir.path().to_owned();
+        std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(1200));
+            crate::support::open_db_ok(&path).unwrap().unlock_node(&uuid, &other).unwrap();
+        })
+    };
+    let started = std::time::Instant::now();
+    let power = json!({"target": "power off"});
+    let (status, body) = api.v("PUT", "/v1/nodes/lk-n1/states/power", Some(power.clone()));
+    assert_eq!(status, 202, "{body}");
+    assert!(started.elapsed() >= std::time::Duration::from_secs(1), "it waited for the lock");
+    release.join().unwrap();
+    wait_for(&api, &uuid, "power_state", "power off");
+    // Held all along: 409 after the looks, for an action and for an edit alike.
+    db.try_lock_node(&uuid, &other, now, bootvol_db::LEASE_SECS).unwrap().unwrap();
+    let started = std::time::Instant::now();
+    let (status, body) = api.v("PUT", "/v1/nodes/lk-n1/states/power", Some(power));
+    assert!(status == 409 && fault(&body).contains("locked"), "{body}");
+    let patch = json!([{"op": "add", "path": "/extra/x", "value": 1}]);
+    let (status, body) = api.v("PATCH", "/v1/nodes/lk-n1", Some(patch));
+    assert!(status == 409 && fault(&body).contains("locked"), "{body}");
+    assert!(started.elapsed() >= std::time::Duration::from_secs(4), "two requests, 2 s each");
+    db.unlock_node(&uuid, &other).unwrap();
+}

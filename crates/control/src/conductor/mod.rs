@@ -287,7 +287,28 @@ impl Conductor {
     /// ends. The one way the CLI, the REST API, the admin page and the deploy call-back start
     /// anything that changes a node.
     pub async fn start(&self, key: &str, action: Action) -> Result<Started, ConductorError> {
-        self.start_with(key, action, None).await
+        self.start_retrying(key, action, None).await
+    }
+
+    /// [`Conductor::start_with`], looking again for the node's lock while another action holds
+    /// it: [`LOCK_ATTEMPTS`] looks [`LOCK_RETRY`] apart, as Ironic's conductor retries its lock,
+    /// so that an action asked for just as the last one ends is not refused (409).
+    async fn start_retrying(
+        &self,
+        key: &str,
+        action: Action,
+        configdrive: Option<Value>,
+    ) -> Result<Started, ConductorError> {
+        let mut attempt = 1;
+        loop {
+            match self.start_with(key, action.clone(), configdrive.clone()).await {
+                Err(ConductorError::Locked(_)) if attempt < LOCK_ATTEMPTS => {
+                    attempt += 1;
+                    tokio::time::sleep(LOCK_RETRY).await;
+                }
+                other => return other,
+            }
+        }
     }
 
     /// [`Conductor::start`] for a deploy or rebuild that brings a config drive (Ironic's
@@ -299,7 +320,7 @@ impl Conductor {
         verb: Verb,
         configdrive: Value,
     ) -> Result<Started, ConductorError> {
-        self.start_with(key, Action::Provision(verb), Some(configdrive)).await
+        self.start_retrying(key, Action::Provision(verb), Some(configdrive)).await
     }
 
     async fn start_with(
@@ -531,6 +552,11 @@ impl Conductor {
         expired
     }
 }
+
+/// How many times [`Conductor::start`] looks for a node's lock before it answers `Locked`.
+const LOCK_ATTEMPTS: u32 = 3;
+/// The wait between two looks.
+const LOCK_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// What an action started through [`Conductor::start`] does.
 #[derive(Debug, Clone)]

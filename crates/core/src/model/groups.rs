@@ -88,9 +88,7 @@ impl Default for PortgroupSpec {
 /// Whether `text` is a logical name as Ironic has it (RFC 3986's unreserved characters, at most
 /// 255 of them): what names a port group (or a node) besides its UUID.
 pub fn is_logical_name(text: &str) -> bool {
-    !text.is_empty()
-        && text.len() <= 255
-        && text.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~'))
+    super::check_node_name(text).is_ok()
 }
 
 impl PortgroupSpec {
