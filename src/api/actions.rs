@@ -47,20 +47,22 @@ fn refused(refusal: &Refusal) -> ApiError {
     })
 }
 
-pub(super) async fn node_states(state: &ApiState, key: &str) -> ApiResult {
+pub(super) async fn node_states(state: &ApiState, r: &Request, key: &str) -> ApiResult {
     let record = load_node(state, key).await?;
     let n = &record.node;
     let mut doc = json!({
         "power_state": n.power_state,
         "target_power_state": n.target_power_state,
-        "provision_state": n.provision_state,
-        "target_provision_state": n.target_provision_state,
+        "provision_state": super::resources::shown_provision_state(r, n.provision_state),
+        "target_provision_state": n.target_provision_state.map(|t| super::resources::shown_provision_state(r, t)),
         "provision_updated_at": n.provision_updated_at,
         "last_error": n.last_error,
         "console_enabled": false,
         "raid_config": {},
         "target_raid_config": {},
     });
+    // The RAID fields are 1.12's, as on the node.
+    super::versions::hide(&mut doc, super::versions::NODE_FIELDS, r.minor);
     mask(&mut doc);
     Ok(json_response(StatusCode::OK, &doc))
 }

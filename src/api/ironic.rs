@@ -2,8 +2,7 @@
 //! their interfaces from 1.30), node traits (1.37), VIFs (1.28), the node endpoints bootvol
 //! answers with Ironic's own error when the hardware type has no such interface (console, RAID,
 //! NMI, vendor passthru), the agent's lookup and heartbeat (1.22) as Ironic answers a node that
-//! runs no agent, and the resources bootvol does not model (chassis, port groups: empty lists;
-//! creating one is refused). Writes go through the node service.
+//! runs no agent. Writes go through the node service.
 
 use axum::http::{Method, StatusCode};
 use axum::response::IntoResponse;
@@ -26,6 +25,15 @@ pub(super) fn require(r: &Request, endpoint: &str) -> Result<(), ApiError> {
         )));
     }
     Ok(())
+}
+
+/// 406 (as Ironic) for an endpoint that exists, asked for below its microversion.
+fn below(r: &Request, endpoint: &str) -> ApiError {
+    ApiError::not_acceptable(format!(
+        "{endpoint} needs API version 1.{} or later (this request asked for 1.{})",
+        versions::minor_of(versions::ENDPOINTS, endpoint),
+        r.minor
+    ))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -135,7 +143,15 @@ fn traits_body(record: &NodeRecord) -> Value {
 
 /// `/v1/nodes/{node}/traits[/{trait}]`.
 pub(super) async fn traits(state: &ApiState, r: &Request, key: &str, rest: &[&str]) -> ApiResult {
-    require(r, "traits")?;
+    if r.minor < versions::minor_of(versions::ENDPOINTS, "traits") {
+        // Ironic's answers below 1.37: reading is not acceptable, writing not allowed, and
+        // the trait to delete is not found.
+        return Err(match r.method {
+            Method::GET => below(r, "traits"),
+            Method::PUT => super::resources::method_not_allowed(),
+            _ => super::resources::not_found_path(r),
+        });
+    }
     let nodes = state.nodes();
     match (rest, &r.method) {
         ([], &Method::GET) => {
@@ -211,7 +227,9 @@ pub(super) async fn vifs(state: &ApiState, r: &Request, key: &str, rest: &[&str]
 
 /// `PUT /v1/nodes/{node}/states/raid` (1.12).
 pub(super) async fn set_raid(state: &ApiState, r: &Request, key: &str) -> ApiResult {
-    require(r, "states/raid")?;
+    if r.minor < versions::minor_of(versions::ENDPOINTS, "states/raid") {
+        return Err(below(r, "states/raid"));
+    }
     let record = load_node(state, key).await?;
     if !has_interface(&record, Kind::Raid) {
         return Err(unsupported(record.node.driver, "raid"));
@@ -291,30 +309,5 @@ pub(super) async fn agent(state: &ApiState, r: &Request, rest: &[&str]) -> ApiRe
             Ok(super::actions::accepted(r, &record.node.uuid))
         }
         _ => Err(super::resources::not_found_path(r)),
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Resources bootvol does not model
-
-/// `/v1/chassis` and `/v1/portgroups` (1.23): empty lists; creating one is refused.
-pub(super) fn unmodeled(r: &Request, collection: &str, rest: &[&str]) -> ApiResult {
-    if collection == "portgroups" {
-        require(r, "portgroups")?;
-    }
-    let what = if collection == "chassis" { "chassis" } else { "port groups" };
-    match (rest, &r.method) {
-        ([] | ["detail"], &Method::GET) => {
-            Ok(json_response(StatusCode::OK, &json!({ collection: [] })))
-        }
-        ([], &Method::POST) => Err(ApiError::bad_request(format!(
-            "bootvol does not provide {what}: a boot-from-volume appliance has none to manage."
-        ))),
-        ([id, ..], _) => Err(ApiError::not_found(if collection == "chassis" {
-            format!("Chassis {id} could not be found.")
-        } else {
-            format!("Portgroup {id} could not be found.")
-        })),
-        _ => Err(super::resources::method_not_allowed()),
     }
 }

@@ -4,7 +4,7 @@
 //! A subset of Ironic's v1 API that the real `baremetal` CLI, `openstack baremetal` and
 //! openstacksdk drive unchanged: the version documents, microversion negotiation (1.1 to
 //! [`MAX_MINOR`]; volume endpoints from 1.32, `storage_interface` from 1.33), nodes, ports,
-//! volume connectors and targets, power and provision actions (answered 202, run by the
+//! volume connectors and targets, chassis, port groups, power and provision actions (answered 202, run by the
 //! conductor in the background), validation and the boot device. Errors have Ironic's shape;
 //! every secret is masked; `http_basic` (bcrypt htpasswd) or `noauth`.
 //!
@@ -534,6 +534,11 @@ fn version_object(base: &str) -> Value {
     })
 }
 
+/// The v1 collections a path without `/v1` names (`/nodes/detail`, `/drivers/{name}/properties`):
+/// served as `/v1/...`, with the same authentication.
+const UNVERSIONED: &[&str] =
+    &["nodes", "ports", "chassis", "drivers", "portgroups", "volume", "lookup", "heartbeat"];
+
 async fn dispatch(
     state: &ApiState,
     client: Option<std::net::IpAddr>,
@@ -551,22 +556,20 @@ async fn dispatch(
     if segments.iter().any(|s| s.is_empty()) {
         return Err(ApiError::not_found(format!("The resource {path} could not be found.")));
     }
-    match segments.as_slice() {
-        [] => {
+    let v1 = match segments.as_slice() {
+        [] | ["v1"] => {
             if method != Method::GET && method != Method::HEAD {
                 return Err(ApiError::method_not_allowed());
             }
-            return Ok(json_response(StatusCode::OK, &root_document(&base)));
+            let doc =
+                if segments.is_empty() { root_document(&base) } else { v1_document(&base, minor) };
+            return Ok(json_response(StatusCode::OK, &doc));
         }
-        ["v1"] => {
-            if method != Method::GET && method != Method::HEAD {
-                return Err(ApiError::method_not_allowed());
-            }
-            return Ok(json_response(StatusCode::OK, &v1_document(&base, minor)));
-        }
-        ["v1", ..] => {}
+        ["v1", rest @ ..] => rest,
+        // Ironic's root controller serves its collections without the version too, as v1.
+        [first, ..] if UNVERSIONED.contains(first) => &segments[..],
         _ => return Err(ApiError::not_found(format!("The resource {path} could not be found."))),
-    }
+    };
     authenticate(state, headers, client).await?;
     let query = axum::extract::Query::<Vec<(String, String)>>::try_from_uri(uri)
         .map_err(|e| ApiError::bad_request(format!("Invalid query string: {e}")))?
@@ -574,7 +577,7 @@ async fn dispatch(
     let body = read_body(&method, headers, body).await?;
     let request = Request {
         method,
-        segments: segments[1..].iter().map(|s| (*s).to_owned()).collect(),
+        segments: v1.iter().map(|s| (*s).to_owned()).collect(),
         query,
         minor,
         base,

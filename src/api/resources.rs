@@ -1,7 +1,8 @@
-//! The API's resources: nodes, ports, volume connectors and volume targets, in Ironic's JSON
-//! shapes. Reads and writes go through the node service ([`bootvol_control::nodes`]): this module turns
-//! Ironic's JSON (bodies, JSON patches, microversions) into the `inventory` parsers' specs and
-//! the service's answers back into JSON; the actions are in `actions.rs`.
+//! The API's resources: nodes, ports, volume connectors and volume targets (`children.rs`),
+//! chassis (`chassis.rs`) and port groups (`portgroups.rs`), in Ironic's JSON shapes. Reads and
+//! writes go through the node service ([`bootvol_control::nodes`]): this module turns Ironic's
+//! JSON (bodies, JSON patches, microversions) into the `inventory` parsers' specs and the
+//! service's answers back into JSON; the actions are in `actions.rs`.
 
 use axum::http::{Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -22,7 +23,9 @@ use bootvol_core::model::{
 };
 use bootvol_core::secrets::mask;
 
+mod chassis;
 mod children;
+mod portgroups;
 use children::{create_child, delete_child, list_children, patch_child, show_child};
 
 const NODE_LIST_FIELDS: &[&str] =
@@ -31,6 +34,7 @@ const NODE_LIST_FIELDS: &[&str] =
 /// Node fields an operator may change with PATCH; the others are read-only.
 const NODE_PATCHABLE: &[&str] = &[
     "name",
+    "chassis_uuid",
     "driver",
     "driver_info",
     "properties",
@@ -68,16 +72,16 @@ pub(super) async fn route(state: &ApiState, r: &Request) -> ApiResult {
     let segments: Vec<&str> = r.segments.iter().map(String::as_str).collect();
     let m = &r.method;
     match segments.as_slice() {
-        ["nodes"] if m == Method::GET => list_nodes(state, r, false).await,
+        ["nodes"] if m == Method::GET => list_nodes(state, r, false, None).await,
         ["nodes"] if m == Method::POST => create_node(state, r).await,
-        ["nodes", "detail"] if m == Method::GET => list_nodes(state, r, true).await,
+        ["nodes", "detail"] if m == Method::GET => list_nodes(state, r, true, None).await,
         ["nodes", node] if m == Method::GET => show_node(state, r, node).await,
         ["nodes", node] if m == Method::PATCH => patch_node(state, r, node).await,
         ["nodes", node] if m == Method::DELETE => delete_node(state, node).await,
         ["nodes", node, rest @ ..] if !rest.is_empty() => node_route(state, r, node, rest).await,
         ["drivers", rest @ ..] => ironic::drivers(r, rest).await,
-        ["chassis", rest @ ..] => ironic::unmodeled(r, "chassis", rest),
-        ["portgroups", rest @ ..] => ironic::unmodeled(r, "portgroups", rest),
+        ["chassis", rest @ ..] => chassis::route(state, r, rest).await,
+        ["portgroups", rest @ ..] => portgroups::route(state, r, rest).await,
         ["lookup"] | ["heartbeat", _] => ironic::agent(state, r, &segments).await,
         ["ports", rest @ ..] => children(state, r, ChildKind::Port, rest).await,
         ["volume", rest @ ..] => {
@@ -100,7 +104,7 @@ pub(super) async fn route(state: &ApiState, r: &Request) -> ApiResult {
 async fn node_route(state: &ApiState, r: &Request, node: &str, rest: &[&str]) -> ApiResult {
     let m = &r.method;
     match rest {
-        ["states"] if m == Method::GET => node_states(state, node).await,
+        ["states"] if m == Method::GET => node_states(state, r, node).await,
         ["states", "power"] if m == Method::PUT => set_power(state, r, node).await,
         ["states", "provision"] if m == Method::PUT => set_provision(state, r, node).await,
         ["validate"] if m == Method::GET => validate(state, node).await,
@@ -123,13 +127,11 @@ async fn node_route(state: &ApiState, r: &Request, node: &str, rest: &[&str]) ->
         }
         ["vendor_passthru", rest @ ..] => ironic::vendor_passthru(state, r, node, rest).await,
         ["portgroups"] | ["portgroups", "detail"] if m == Method::GET => {
-            ironic::require(r, "portgroups")?;
-            load_node(state, node).await?;
-            Ok(json_response(StatusCode::OK, &json!({"portgroups": []})))
+            portgroups::of_node(state, r, node).await
         }
         ["ports"] | ["ports", "detail"] if m == Method::GET => {
             let uuid = load_node(state, node).await?.node.uuid;
-            list_children(state, r, ChildKind::Port, Some(uuid)).await
+            list_children(state, r, ChildKind::Port, Some(uuid), None).await
         }
         ["volume", rest @ ..] => {
             require_volume(r)?;
@@ -137,10 +139,10 @@ async fn node_route(state: &ApiState, r: &Request, node: &str, rest: &[&str]) ->
             match (rest, m) {
                 ([], &Method::GET) => Ok(volume_links(r, &format!("nodes/{uuid}/volume"))),
                 (["connectors"], &Method::GET) => {
-                    list_children(state, r, ChildKind::Connector, Some(uuid)).await
+                    list_children(state, r, ChildKind::Connector, Some(uuid), None).await
                 }
                 (["targets"], &Method::GET) => {
-                    list_children(state, r, ChildKind::Target, Some(uuid)).await
+                    list_children(state, r, ChildKind::Target, Some(uuid), None).await
                 }
                 _ => Err(ApiError::bad_request(
                     "Malformed request URI: under a node, volume connectors and targets are only listed; use /v1/volume/connectors or /v1/volume/targets",
@@ -177,14 +179,25 @@ pub(super) fn method_not_allowed() -> ApiError {
 /// The routes of one kind of child below its collection (`rest`: the segments after it).
 async fn children(state: &ApiState, r: &Request, kind: ChildKind, rest: &[&str]) -> ApiResult {
     match (rest, &r.method) {
-        ([] | ["detail"], &Method::GET) => list_children(state, r, kind, None).await,
+        ([] | ["detail"], &Method::GET) => list_children(state, r, kind, None, None).await,
         ([], &Method::POST) => create_child(state, r, kind).await,
-        ([id], &Method::GET) => show_child(state, r, kind, id).await,
-        ([id], &Method::PATCH) => patch_child(state, r, kind, id).await,
-        ([id], &Method::DELETE) => delete_child(state, kind, id).await,
+        ([id], &Method::GET) => show_child(state, r, kind, &child_uuid(kind, id)?).await,
+        ([id], &Method::PATCH) => patch_child(state, r, kind, &child_uuid(kind, id)?).await,
+        ([id], &Method::DELETE) => delete_child(state, kind, &child_uuid(kind, id)?).await,
         _ if kind == ChildKind::Port => Err(method_not_allowed()),
         _ => Err(not_found_path(r)),
     }
+}
+
+/// A port's, connector's or target's identifier: a UUID (up to 1.38 Ironic names them by UUID
+/// only: a MAC or a name is 400, not 404), canonical.
+fn child_uuid(kind: ChildKind, id: &str) -> Result<String, ApiError> {
+    canonical_uuid(id).map_err(|_| {
+        ApiError::bad_request(format!(
+            "Invalid input for field/attribute {}_uuid. Value: '{id}'. Expected a UUID but received {id}.",
+            kind.label().replace(' ', "_")
+        ))
+    })
 }
 
 pub(super) fn not_found_path(r: &Request) -> ApiError {
@@ -256,11 +269,11 @@ fn node_json(state: &ApiState, r: &Request, record: &NodeRecord) -> Value {
         "instance_info": node.instance_info,
         "instance_uuid": node.instance_uuid,
         "extra": node.extra,
-        "chassis_uuid": null,
+        "chassis_uuid": node.chassis_uuid,
         "power_state": node.power_state,
         "target_power_state": node.target_power_state,
-        "provision_state": node.provision_state,
-        "target_provision_state": node.target_provision_state,
+        "provision_state": shown_provision_state(r, node.provision_state),
+        "target_provision_state": node.target_provision_state.map(|t| shown_provision_state(r, t)),
         "provision_updated_at": node.provision_updated_at,
         "maintenance": node.maintenance,
         "maintenance_reason": node.maintenance_reason,
@@ -292,6 +305,15 @@ fn node_json(state: &ApiState, r: &Request, record: &NodeRecord) -> Value {
     versions::hide(&mut out, versions::NODE_FIELDS, r.minor);
     mask(&mut out);
     out
+}
+
+/// A provision state as microversion `r.minor` shows it: below 1.2 `available` is Ironic's
+/// "no state" (null).
+pub(super) fn shown_provision_state(r: &Request, state: ProvisionState) -> Value {
+    if r.minor < 2 && state == ProvisionState::Available {
+        return Value::Null;
+    }
+    json!(state)
 }
 
 /// Answers 406 when a list filter is newer than the request's microversion (`fault`, 1.42, is
@@ -336,10 +358,21 @@ fn bool_param(r: &Request, key: &str) -> Result<Option<bool>, ApiError> {
     }
 }
 
-async fn list_nodes(state: &ApiState, r: &Request, detail: bool) -> ApiResult {
+/// The node list (`chassis`: only the nodes in it, `/v1/chassis/{uuid}/nodes`).
+async fn list_nodes(
+    state: &ApiState,
+    r: &Request,
+    detail: bool,
+    chassis: Option<&str>,
+) -> ApiResult {
     check_filters(r)?;
+    fields_asked_version(r)?;
     let maintenance = bool_param(r, "maintenance")?;
     let associated = bool_param(r, "associated")?;
+    let in_chassis = match chassis {
+        Some(uuid) => Some(uuid.to_owned()),
+        None => chassis::chassis_ref(r.param("chassis_uuid").map(|c| json!(c)))?,
+    };
     let records = state.inner.nodes.nodes().await?;
     let mut items: Vec<Value> = Vec::new();
     for record in &records {
@@ -350,6 +383,7 @@ async fn list_nodes(state: &ApiState, r: &Request, detail: bool) -> ApiResult {
             || associated.is_some_and(|a| a != n.instance_uuid.is_some())
             || r.param("instance_uuid").is_some_and(|i| Some(i) != n.instance_uuid.as_deref())
             || r.param("resource_class").is_some_and(|c| Some(c) != n.resource_class.as_deref())
+            || in_chassis.as_ref().is_some_and(|c| Some(c) != n.chassis_uuid.as_ref())
         {
             continue;
         }
@@ -359,6 +393,7 @@ async fn list_nodes(state: &ApiState, r: &Request, detail: bool) -> ApiResult {
 }
 
 async fn show_node(state: &ApiState, r: &Request, key: &str) -> ApiResult {
+    fields_asked_version(r)?;
     let record = load_node(state, key).await?;
     shown(r, node_json(state, r, &record))
 }
@@ -414,14 +449,19 @@ fn fields_version<'a>(
     Ok(())
 }
 
+/// Refuses (406, as Ironic) `?fields=` naming a node field newer than the request's version.
+fn fields_asked_version(r: &Request) -> Result<(), ApiError> {
+    match r.param("fields") {
+        Some(fields) => fields_version(r, parse_fields(fields)?.iter().map(String::as_str)),
+        None => Ok(()),
+    }
+}
+
 /// Ironic's answers to node fields bootvol keeps read-only in a create or a patch.
-fn refuse_special(field: &str, value: Option<&Value>) -> Result<(), ApiError> {
+fn refuse_special(field: &str) -> Result<(), ApiError> {
     match field {
         "traits" => Err(ApiError::bad_request(
             "Cannot update node traits via node patch. Node traits should be updated via the node traits API.",
-        )),
-        "chassis_uuid" if value.is_some_and(|v| !v.is_null()) => Err(ApiError::bad_request(
-            "chassis_uuid: bootvol does not provide chassis (GET /v1/chassis is always empty)",
         )),
         _ => Ok(()),
     }
@@ -430,13 +470,11 @@ fn refuse_special(field: &str, value: Option<&Value>) -> Result<(), ApiError> {
 async fn create_node(state: &ApiState, r: &Request) -> ApiResult {
     let mut doc = r.json()?;
     if let Some(map) = doc.as_object() {
-        for (key, value) in map {
-            refuse_special(key, Some(value))?;
+        for key in map.keys() {
+            refuse_special(key)?;
         }
     }
-    if let Some(map) = doc.as_object_mut() {
-        map.remove("chassis_uuid");
-    }
+    let chassis = chassis::chassis_ref(doc.as_object_mut().and_then(|m| m.remove("chassis_uuid")))?;
     let mut doc = without_nulls(doc)?;
     fields_version(r, doc.keys().map(String::as_str))?;
     for key in doc.keys() {
@@ -462,7 +500,8 @@ async fn create_node(state: &ApiState, r: &Request) -> ApiResult {
         .map_err(ApiError::bad_request)?;
     // Ironic: from 1.11 new nodes start in `enroll`; before, in `available`.
     let initial = if r.minor >= 11 { ProvisionState::Enroll } else { ProvisionState::Available };
-    let record = state.inner.nodes.create_node(uuid.clone(), spec, initial).await?;
+    let record =
+        state.inner.nodes.create_node_in_chassis(uuid.clone(), spec, initial, chassis).await?;
     Ok(created(format!("{}/v1/nodes/{uuid}", r.base), &node_json(state, r, &record)))
 }
 
@@ -487,7 +526,7 @@ async fn patch_node(state: &ApiState, r: &Request, key: &str) -> ApiResult {
         for op in ops {
             let root = op["path"].as_str().unwrap_or_default().trim_start_matches('/');
             let root = root.split('/').next().unwrap_or_default();
-            refuse_special(root, op.get("value").or(Some(&Value::Bool(true))))?;
+            refuse_special(root)?;
         }
     }
     let mut doc = json!({
@@ -502,6 +541,7 @@ async fn patch_node(state: &ApiState, r: &Request, key: &str) -> ApiResult {
         "deploy_interface": node.deploy_interface,
         "instance_uuid": node.instance_uuid,
         "resource_class": node.resource_class,
+        "chassis_uuid": node.chassis_uuid,
     });
     if let Some(map) = doc.as_object_mut() {
         for kind in Interfaces::KINDS {
@@ -542,9 +582,15 @@ async fn patch_node(state: &ApiState, r: &Request, key: &str) -> ApiResult {
         map.insert("name".into(), json!(node.uuid));
     }
     map.insert("uuid".into(), json!(node.uuid));
+    let chassis = chassis::chassis_ref(map.remove("chassis_uuid"))?;
     let spec = inventory::parse_node(&Value::Object(map), &state.inner.config)
         .map_err(ApiError::bad_request)?;
-    let record = state.inner.nodes.update_node(&node.uuid, spec).await?;
+    let nodes = &state.inner.nodes;
+    let record = if touched.iter().any(|t| t == "chassis_uuid") {
+        nodes.update_node_in_chassis(&node.uuid, spec, chassis).await?
+    } else {
+        nodes.update_node(&node.uuid, spec).await?
+    };
     Ok(json_response(StatusCode::OK, &node_json(state, r, &record)))
 }
 
@@ -552,7 +598,6 @@ async fn patch_node(state: &ApiState, r: &Request, key: &str) -> ApiResult {
 const NODE_READ_ONLY: &[&str] = &[
     "uuid",
     "driver_internal_info",
-    "chassis_uuid",
     "power_state",
     "target_power_state",
     "provision_state",

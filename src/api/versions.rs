@@ -39,6 +39,12 @@ pub(super) const PORT_FIELDS: &[(&str, u32)] = &[
     ("physical_network", 34),
 ];
 
+/// Port group fields newer than 1.23 (port groups appear at 1.23).
+pub(super) const PORTGROUP_FIELDS: &[(&str, u32)] = &[("mode", 26), ("properties", 26)];
+
+/// Port list filters newer than 1.1.
+pub(super) const PORT_FILTERS: &[(&str, u32)] = &[("portgroup", 24)];
+
 /// Driver fields newer than 1.1 (`type` and the interface lists: 1.30; storage: 1.33; rescue:
 /// 1.38).
 pub(super) fn driver_field_minor(field: &str) -> u32 {
@@ -70,6 +76,8 @@ pub(super) const ENDPOINTS: &[(&str, u32)] = &[
     ("lookup", 22),
     ("heartbeat", 22),
     ("portgroups", 23),
+    ("nodes/portgroups", 24),
+    ("portgroups/ports", 24),
     ("vifs", 28),
     ("management/inject_nmi", 29),
     ("volume", 32),

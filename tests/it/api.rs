@@ -12,6 +12,10 @@ use serde_json::{Value, json};
 
 use crate::support::config_text;
 
+#[path = "api_compat.rs"]
+mod compat;
+#[path = "api_groups.rs"]
+mod groups;
 #[path = "api_ironic.rs"]
 mod ironic;
 

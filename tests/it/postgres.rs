@@ -21,13 +21,35 @@ fn migrate_to_postgres_copies_every_table_and_checks_it() {
     let Some(admin) = test_database_url() else { return };
     let single = Appliance::with_config(sqlite_config);
     single.ok(&["apply", fixture("inventory/scenarios.json").to_str().unwrap()]);
+    // A chassis, and a port group with a port in it: the new tables are copied, parents first.
+    {
+        let db = bootvol_db::Db::open(&single.path("bootvol.db")).unwrap();
+        let record = db.node_records().unwrap().into_iter().find(|r| !r.ports.is_empty()).unwrap();
+        let chassis = "1be26c0b-03f2-4d2e-ae87-c02d7f33c001";
+        let spec = bootvol_core::model::groups::ChassisSpec::default();
+        db.create_chassis(chassis, &spec).unwrap();
+        let group = "1be26c0b-03f2-4d2e-ae87-c02d7f33c002";
+        let group_spec = bootvol_core::model::groups::PortgroupSpec::default();
+        db.write_portgroup(group, &record.node.uuid, &group_spec, false).unwrap();
+        let port = &record.ports[0];
+        let port_spec = bootvol_core::inventory::ChildSpec::parse(
+            bootvol_core::model::ChildKind::Port,
+            &serde_json::json!({"address": port.address.to_string()}),
+        )
+        .unwrap();
+        db.write_port_in_portgroup(&port.uuid, &record.node.uuid, &port_spec, true, Some(group))
+            .unwrap();
+    }
     let target = tempfile::tempdir().unwrap();
     let url = postgres_url(&admin, target.path());
     let from = single.path("bootvol.db");
     let report =
         single.ok(&["migrate-to-postgres", "--from", from.to_str().unwrap(), "--to", &url]);
     assert!(report.contains("every table checked"), "{report}");
-    assert!(report.lines().any(|l| l.starts_with("nodes ") && !l.contains(" 0 rows")), "{report}");
+    for table in ["nodes ", "chassis ", "portgroups "] {
+        let copied = report.lines().any(|l| l.starts_with(table) && !l.contains(" 0 rows"));
+        assert!(copied, "{table}: {report}");
+    }
     // The same inventory, events and scripts from the PostgreSQL database.
     let cluster = Appliance::with_config(|_| {
         sqlite_config(Path::new("/nonexistent"))

@@ -182,3 +182,20 @@ fn a_boot_volume_of_a_type_no_scenario_boots_is_refused_with_its_reason() {
     v["node"]["properties"]["capabilities"] = json!("hba_boot:true");
     fails_with(v, "an HBA boots only fibre_channel or iscsi volumes");
 }
+
+#[test]
+fn a_connector_id_stored_as_given_is_refused_at_validation_with_its_reason() {
+    // Ironic stores any connector_id; a boot needs one of its type.
+    let mut v = iscsi_node();
+    v["volume_connectors"][0]["connector_id"] = json!("tempest-connector_id-123");
+    fails_with(v, "has connector_id tempest-connector_id-123, which is not a valid iSCSI name");
+    let mut v = iscsi_node();
+    v["node"]["properties"]["capabilities"] = json!("fibre_channel_boot:true");
+    v["node"]["storage_interface"] = json!("cinder");
+    v["volume_connectors"] =
+        json!([{"uuid": "c2", "type": "wwpn", "connector_id": "port-1", "extra": {}}]);
+    v["volume_targets"][0]["volume_type"] = json!("fibre_channel");
+    v["volume_targets"][0]["properties"] =
+        json!({"target_wwn": "500a0982991b8dc5", "target_lun": 1});
+    fails_with(v, "has connector_id port-1, which is not a valid WWN");
+}

@@ -425,12 +425,28 @@ fn connector_spec(value: &Value) -> Result<ConnectorSpec, String> {
     let spec = ConnectorSpec {
         uuid: o.uuid("uuid")?,
         connector_type,
-        connector_id: canonical_connector_id(connector_type, &id)
-            .map_err(|e| format!("connector_id: {e}"))?,
+        connector_id: connector_id(connector_type, &id)?,
         extra: o.map("extra")?,
     };
     o.finish()?;
     Ok(spec)
+}
+
+/// A connector's id: canonical when it is one of its type (an IQN, a MAC, a WWN...), else kept
+/// as given, as Ironic stores any string, when it is 1-255 characters that could appear in a
+/// script (so a refused value never reaches the database); `validate` and deploy say why a
+/// boot can not use it.
+fn connector_id(connector_type: ConnectorType, id: &str) -> Result<String, String> {
+    match canonical_connector_id(connector_type, id) {
+        Ok(canonical) => Ok(canonical),
+        Err(not_canonical) => {
+            if id.is_empty() || id.chars().count() > 255 {
+                return Err(format!("connector_id: 1 to 255 characters ({not_canonical})"));
+            }
+            check_script_value(id).map_err(|e| format!("connector_id: {e} ({not_canonical})"))?;
+            Ok(id.to_owned())
+        }
+    }
 }
 
 fn target_spec(value: &Value) -> Result<TargetSpec, String> {

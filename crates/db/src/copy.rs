@@ -14,7 +14,9 @@ use super::{Db, DbError};
 /// The tables copied, parents first, each with the columns that order its rows. `instances`
 /// and `leases` are not copied: they describe running processes.
 pub(super) const TABLES: &[(&str, &str)] = &[
+    ("chassis", "id"),
     ("nodes", "id"),
+    ("portgroups", "id"),
     ("ports", "id"),
     ("volume_connectors", "id"),
     ("volume_targets", "id"),

@@ -39,9 +39,11 @@
 //! - [`cluster`]: instances and leases on PostgreSQL; [`listen`]: its change notifications;
 //!   [`copy`]: `migrate-to-postgres`.
 //! - [`admin`]: what the admin page keeps across restarts; [`probe`]: each node's last probe.
+//! - [`chassis`]: chassis and the nodes in them; [`portgroups`]: port groups and their ports.
 
 mod admin;
 mod apply;
+mod chassis;
 mod cluster;
 mod copy;
 pub mod engine;
@@ -51,6 +53,7 @@ pub mod listen;
 mod locks;
 mod migrations;
 mod nodes;
+mod portgroups;
 mod probe;
 mod rows;
 mod runtime;
@@ -70,6 +73,7 @@ use engine::Conn;
 pub use engine::{Change, PostgresTarget, Target};
 
 pub use apply::{ApplyError, ApplyReport};
+pub use chassis::ChassisDeleted;
 pub use cluster::{Instance, serve_id};
 pub use copy::{CopyError, TableCheck};
 pub use handle::Database;

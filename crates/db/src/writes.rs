@@ -21,6 +21,9 @@ pub enum WriteError {
     /// The row (or the node it names) does not exist.
     #[error("{0}")]
     NotFound(String),
+    /// The change breaks a rule between rows (a port group with ports moved to another node).
+    #[error("{0}")]
+    Invalid(String),
     #[error(transparent)]
     Db(#[from] DbError),
 }
@@ -323,14 +326,7 @@ impl Db {
         provision_state: ProvisionState,
     ) -> Result<(), WriteError> {
         let tx = self.conn.begin()?;
-        if let Some(owner) = name_holder(&tx, &spec.name)? {
-            return Err(name_taken(spec, &owner));
-        }
-        if node_id(&tx, uuid)?.is_some() {
-            return Err(WriteError::Conflict(format!("A node with UUID {uuid} already exists.")));
-        }
-        instance_free(&tx, spec, uuid)?;
-        insert_node(&tx, uuid, spec, provision_state)?;
+        create_node(&tx, uuid, spec, provision_state)?;
         tx.commit()?;
         Ok(())
     }
@@ -339,13 +335,7 @@ impl Db {
     /// maintenance when the spec gives it); states are the conductor's and are not touched.
     pub fn update_node(&self, uuid: &str, spec: &NodeSpec) -> Result<(), WriteError> {
         let tx = self.conn.begin()?;
-        if let Some(owner) = name_holder(&tx, &spec.name)?.filter(|owner| owner != uuid) {
-            return Err(name_taken(spec, &owner));
-        }
-        instance_free(&tx, spec, uuid)?;
-        if update_node(&tx, uuid, spec, None)? == 0 {
-            return Err(WriteError::NotFound(format!("node {uuid} could not be found")));
-        }
+        update_operator_fields(&tx, uuid, spec)?;
         tx.commit()?;
         Ok(())
     }
@@ -359,30 +349,8 @@ impl Db {
         spec: &ChildSpec,
         existing: bool,
     ) -> Result<(), WriteError> {
-        let kind = spec.kind();
         let tx = self.conn.begin()?;
-        let Some(node_id) = node_id(&tx, node_uuid)? else {
-            return Err(WriteError::NotFound(format!("node {node_uuid} could not be found")));
-        };
-        if holder(&tx, spec, node_id)?.is_some_and(|h| h.uuid != uuid) {
-            return Err(WriteError::Conflict(conflict_message(spec, node_uuid)));
-        }
-        if existing {
-            if update_child(&tx, uuid, node_id, spec)? == 0 {
-                return Err(WriteError::NotFound(format!(
-                    "{} {uuid} could not be found.",
-                    kind.title()
-                )));
-            }
-        } else {
-            if exists(&tx, kind, uuid)? {
-                return Err(WriteError::Conflict(format!(
-                    "A {} with UUID {uuid} already exists.",
-                    kind.label()
-                )));
-            }
-            insert_child(&tx, uuid, node_id, spec)?;
-        }
+        write_child(&tx, uuid, node_uuid, spec, existing)?;
         tx.commit()?;
         Ok(())
     }
@@ -394,6 +362,74 @@ impl Db {
         tx.commit()?;
         Ok(deleted)
     }
+}
+
+/// [`Db::write_child`] in `tx`; answers the node's id.
+pub(super) fn write_child(
+    tx: &Tx<'_>,
+    uuid: &str,
+    node_uuid: &str,
+    spec: &ChildSpec,
+    existing: bool,
+) -> Result<i64, WriteError> {
+    let kind = spec.kind();
+    let Some(node_id) = node_id(tx, node_uuid)? else {
+        return Err(WriteError::NotFound(format!("node {node_uuid} could not be found")));
+    };
+    if holder(tx, spec, node_id)?.is_some_and(|h| h.uuid != uuid) {
+        return Err(WriteError::Conflict(conflict_message(spec, node_uuid)));
+    }
+    if existing {
+        if update_child(tx, uuid, node_id, spec)? == 0 {
+            return Err(WriteError::NotFound(format!(
+                "{} {uuid} could not be found.",
+                kind.title()
+            )));
+        }
+    } else {
+        if exists(tx, kind, uuid)? {
+            return Err(WriteError::Conflict(format!(
+                "A {} with UUID {uuid} already exists.",
+                kind.label()
+            )));
+        }
+        insert_child(tx, uuid, node_id, spec)?;
+    }
+    Ok(node_id)
+}
+
+/// Inserts a node (no children) in `tx`, refusing a name, UUID or instance another holds.
+pub(super) fn create_node(
+    tx: &Tx<'_>,
+    uuid: &str,
+    spec: &NodeSpec,
+    provision_state: ProvisionState,
+) -> Result<(), WriteError> {
+    if let Some(owner) = name_holder(tx, &spec.name)? {
+        return Err(name_taken(spec, &owner));
+    }
+    if node_id(tx, uuid)?.is_some() {
+        return Err(WriteError::Conflict(format!("A node with UUID {uuid} already exists.")));
+    }
+    instance_free(tx, spec, uuid)?;
+    insert_node(tx, uuid, spec, provision_state)?;
+    Ok(())
+}
+
+/// Updates a node's operator fields in `tx`, refusing a name or instance another holds.
+pub(super) fn update_operator_fields(
+    tx: &Tx<'_>,
+    uuid: &str,
+    spec: &NodeSpec,
+) -> Result<(), WriteError> {
+    if let Some(owner) = name_holder(tx, &spec.name)?.filter(|owner| owner != uuid) {
+        return Err(name_taken(spec, &owner));
+    }
+    instance_free(tx, spec, uuid)?;
+    if update_node(tx, uuid, spec, None)? == 0 {
+        return Err(WriteError::NotFound(format!("node {uuid} could not be found")));
+    }
+    Ok(())
 }
 
 /// Refuses an `instance_uuid` another node holds (Ironic's `InstanceAssociated`).

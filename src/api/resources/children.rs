@@ -1,16 +1,18 @@
 //! The API's ports, volume connectors and volume targets (the children of a node), in Ironic's
 //! JSON shapes: listing, showing, creating, patching and deleting them through the node
-//! service. A part of `resources` (its shared helpers and rules); the nodes are there.
+//! service, a port's `portgroup_uuid` (1.24) included. A part of `resources` (its shared
+//! helpers and rules); the nodes are there.
 
 use super::*;
 
-/// A child in Ironic's JSON shape (secrets unmasked: the caller masks what it shows).
-fn child_json(r: &Request, s: Stamped<Child>) -> Value {
-    child_json_at(r, s, r.minor)
+/// A child in Ironic's JSON shape (secrets unmasked: the caller masks what it shows); `group`:
+/// a port's port group.
+fn child_json(r: &Request, s: Stamped<Child>, group: Option<&str>) -> Value {
+    child_json_at(r, s, r.minor, group)
 }
 
 /// [`child_json`] as microversion `minor` shows it.
-fn child_json_at(r: &Request, s: Stamped<Child>, minor: u32) -> Value {
+fn child_json_at(r: &Request, s: Stamped<Child>, minor: u32, group: Option<&str>) -> Value {
     let kind = s.item.kind();
     let mut doc = match s.item {
         Child::Port(p) => {
@@ -22,7 +24,7 @@ fn child_json_at(r: &Request, s: Stamped<Child>, minor: u32) -> Value {
                 "pxe_enabled": p.more.pxe_enabled,
                 "internal_info": p.more.internal_info,
                 "physical_network": p.more.physical_network,
-                "portgroup_uuid": null,
+                "portgroup_uuid": group,
             });
             versions::hide(&mut doc, versions::PORT_FIELDS, minor);
             doc
@@ -67,13 +69,51 @@ async fn node_filter(
     }
 }
 
+/// The group of a port (none for connectors and targets, or a port in no group).
+async fn group_of(state: &ApiState, s: &Stamped<Child>) -> Result<Option<String>, ApiError> {
+    if s.item.kind() != ChildKind::Port {
+        return Ok(None);
+    }
+    let groups = state.inner.nodes.port_portgroups(Some(s.node_uuid.clone())).await?;
+    Ok(groups.get(s.item.uuid()).cloned())
+}
+
+/// The group a port list is filtered by: `group` (a port group's ports), else the
+/// `portgroup` filter (1.24; 406 below), as a UUID.
+async fn group_filter(
+    state: &ApiState,
+    r: &Request,
+    group: Option<String>,
+) -> Result<Option<String>, ApiError> {
+    if group.is_some() {
+        return Ok(group);
+    }
+    let Some(ident) = r.param("portgroup") else { return Ok(None) };
+    if r.minor < versions::minor_of(versions::PORT_FILTERS, "portgroup") {
+        return Err(ApiError::not_acceptable(format!(
+            "The portgroup filter needs API version 1.24 or later (this request asked for 1.{})",
+            r.minor
+        )));
+    }
+    let ident = portgroups::ident_of(ident)?;
+    Ok(Some(state.inner.nodes.portgroup(ident).await?.uuid))
+}
+
+/// A list of children (`node`: one node's; `group`: one port group's ports).
 pub(super) async fn list_children(
     state: &ApiState,
     r: &Request,
     kind: ChildKind,
     node: Option<String>,
+    group: Option<String>,
 ) -> ApiResult {
     let node = node_filter(state, r, node).await?;
+    let group = if kind == ChildKind::Port { group_filter(state, r, group).await? } else { None };
+    let groups = if kind == ChildKind::Port {
+        state.inner.nodes.port_portgroups(node.clone()).await?
+    } else {
+        Default::default()
+    };
     let detail = r.segments.last().is_some_and(|s| s == "detail");
     let nodes = &state.inner.nodes;
     let rows: Vec<Stamped<Child>> = match kind {
@@ -88,6 +128,7 @@ pub(super) async fn list_children(
             let ports = nodes.ports(node).await?.into_iter();
             ports
                 .filter(|s| address.is_none_or(|a| s.item.address == a))
+                .filter(|s| group.is_none() || groups.get(&s.item.uuid) == group.as_ref())
                 .map(|s| s.map(Child::Port))
                 .collect()
         }
@@ -101,7 +142,8 @@ pub(super) async fn list_children(
     let items = rows
         .into_iter()
         .map(|s| {
-            let mut v = child_json(r, s);
+            let group = groups.get(s.item.uuid()).cloned();
+            let mut v = child_json(r, s, group.as_deref());
             mask(&mut v);
             v
         })
@@ -115,7 +157,9 @@ pub(super) async fn show_child(
     kind: ChildKind,
     id: &str,
 ) -> ApiResult {
-    let mut doc = child_json(r, state.inner.nodes.child(kind, id).await?);
+    let stored = state.inner.nodes.child(kind, id).await?;
+    let group = group_of(state, &stored).await?;
+    let mut doc = child_json(r, stored, group.as_deref());
     mask(&mut doc);
     shown(r, doc)
 }
@@ -145,20 +189,51 @@ async fn child_spec(
 }
 
 /// The answer to a child's create or patch: the child as stored, its secrets masked.
-fn child_answer(r: &Request, stored: Stamped<Child>, status: StatusCode) -> Response {
+async fn child_answer(
+    state: &ApiState,
+    r: &Request,
+    stored: Stamped<Child>,
+    status: StatusCode,
+) -> ApiResult {
     let (kind, uuid) = (stored.item.kind(), stored.item.uuid().to_owned());
-    let mut doc = child_json(r, stored);
+    let group = group_of(state, &stored).await?;
+    let mut doc = child_json(r, stored, group.as_deref());
     mask(&mut doc);
-    if status == StatusCode::CREATED {
+    Ok(if status == StatusCode::CREATED {
         created(format!("{}/v1/{}/{uuid}", r.base, kind.api_path()), &doc)
     } else {
         json_response(status, &doc)
+    })
+}
+
+/// A port's `portgroup_uuid` as a create or a patch gives it: `None` when not given (not a
+/// port, or a create without it), `Some(None)` for no group.
+fn group_given(
+    kind: ChildKind,
+    doc: &mut Map<String, Value>,
+) -> Result<Option<Option<String>>, ApiError> {
+    if kind != ChildKind::Port {
+        return Ok(None);
+    }
+    match doc.remove("portgroup_uuid") {
+        None => Ok(None),
+        Some(Value::Null) => Ok(Some(None)),
+        Some(Value::String(ident)) => Ok(Some(Some(portgroups::ident_of(&ident)?.to_owned()))),
+        Some(other) => Err(ApiError::bad_request(format!(
+            "portgroup_uuid: must be a port group's UUID or name, not {}",
+            kind_of(&other)
+        ))),
     }
 }
 
 pub(super) async fn create_child(state: &ApiState, r: &Request, kind: ChildKind) -> ApiResult {
     let writable = kind.writable_fields();
-    let mut doc = without_nulls(r.json()?)?;
+    let mut body = r.json()?;
+    let group = body.as_object_mut().map(|doc| group_given(kind, doc)).transpose()?.flatten();
+    if group.is_some() {
+        port_fields_version(r, kind, ["portgroup_uuid"])?;
+    }
+    let mut doc = without_nulls(body)?;
     if let Some(key) = doc.keys().find(|k| !writable.contains(&k.as_str()) && *k != "uuid") {
         return Err(ApiError::bad_request(format!(
             "{key}: not a field bootvol accepts here (fields: uuid, {})",
@@ -168,8 +243,12 @@ pub(super) async fn create_child(state: &ApiState, r: &Request, kind: ChildKind)
     port_fields_version(r, kind, doc.keys().map(String::as_str))?;
     let uuid = body_uuid(&mut doc)?;
     let (spec, node) = child_spec(state, kind, doc).await?;
-    let stored = state.inner.nodes.create_child(&node, uuid, spec).await?;
-    Ok(child_answer(r, stored, StatusCode::CREATED))
+    let nodes = &state.inner.nodes;
+    let stored = match group {
+        Some(group) => nodes.create_port_in_portgroup(&node, uuid, spec, group).await?,
+        None => nodes.create_child(&node, uuid, spec).await?,
+    };
+    child_answer(state, r, stored, StatusCode::CREATED).await
 }
 
 pub(super) async fn patch_child(
@@ -179,8 +258,14 @@ pub(super) async fn patch_child(
     id: &str,
 ) -> ApiResult {
     let patch = r.json()?;
-    let writable = kind.writable_fields();
-    let stored = child_json_at(r, state.inner.nodes.child(kind, id).await?, crate::api::MAX_MINOR);
+    let mut writable = kind.writable_fields().to_vec();
+    if kind == ChildKind::Port {
+        writable.push("portgroup_uuid");
+    }
+    let writable = writable.as_slice();
+    let stored = state.inner.nodes.child(kind, id).await?;
+    let group = group_of(state, &stored).await?;
+    let stored = child_json_at(r, stored, crate::api::MAX_MINOR, group.as_deref());
     let mut doc: Value = stored
         .as_object()
         .map(|m| m.iter().filter(|(k, _)| writable.contains(&k.as_str())))
@@ -193,9 +278,17 @@ pub(super) async fn patch_child(
         CHILD_READ_ONLY.iter().copied().filter(|k| !writable.contains(k)).collect();
     let touched = apply_patch(&mut doc, &patch, writable, &read_only)?;
     port_fields_version(r, kind, touched.iter().map(String::as_str))?;
-    let (spec, node) = child_spec(state, kind, without_nulls(doc)?).await?;
-    let stored = state.inner.nodes.update_child(id, &node, spec).await?;
-    Ok(child_answer(r, stored, StatusCode::OK))
+    let mut doc = without_nulls(doc)?;
+    // A port is written with its group (the one it had unless patched), so that the group's
+    // rules (its node, one physical network) hold after any change of the port.
+    let group = group_given(kind, &mut doc)?.or_else(|| (kind == ChildKind::Port).then_some(None));
+    let (spec, node) = child_spec(state, kind, doc).await?;
+    let nodes = &state.inner.nodes;
+    let stored = match group {
+        Some(group) => nodes.update_port_in_portgroup(id, &node, spec, group).await?,
+        None => nodes.update_child(id, &node, spec).await?,
+    };
+    child_answer(state, r, stored, StatusCode::OK).await
 }
 
 /// Refuses (406) a port field newer than the request's microversion.

@@ -1,7 +1,8 @@
 //! The node service: the one typed core between the front ends (the REST API, the admin page)
 //! and `db` for everything an operator writes about nodes.
 //!
-//! It owns create, update and delete of nodes, ports, volume connectors and volume targets;
+//! It owns create, update and delete of nodes, ports, volume connectors, volume targets,
+//! chassis (`chassis.rs`) and port groups (`portgroups.rs`);
 //! Ironic's edit rules (a deployed node's port addresses change only in maintenance; its
 //! volume connectors and targets only while it is powered off, and never while an action
 //! holds it; a node another action holds is not edited); masked-secret restoration (`******`
@@ -14,7 +15,9 @@
 //! database through `SharedDb::run` and `Db`'s domain methods, whose signatures carry no
 //! `rusqlite` types. Node deletion goes through the conductor (it takes the node's lock).
 
+mod chassis;
 mod ironic;
+mod portgroups;
 mod rules;
 
 use serde_json::json;
@@ -70,7 +73,7 @@ impl From<WriteError> for NodeError {
     fn from(e: WriteError) -> Self {
         match e {
             WriteError::Conflict(m) => NodeError::Conflict(m),
-            WriteError::NotFound(m) => NodeError::Invalid(m),
+            WriteError::NotFound(m) | WriteError::Invalid(m) => NodeError::Invalid(m),
             WriteError::Db(e) => e.into(),
         }
     }
@@ -296,22 +299,24 @@ impl NodeService {
     pub async fn create_node(
         &self,
         uuid: String,
-        mut spec: NodeSpec,
+        spec: NodeSpec,
         initial: ProvisionState,
     ) -> Result<NodeRecord, NodeError> {
-        spec.restore_secrets(None).map_err(NodeError::Invalid)?;
-        let id = uuid.clone();
-        self.db().run(move |db| db.create_node(&id, &spec, initial)).await?;
-        self.record_change("node", "create", &uuid, &uuid).await;
-        self.node(&uuid).await
+        self.create_node_in_chassis(uuid, spec, initial, None).await
     }
 
     /// Replaces a node's operator fields with `spec` (masked secrets keep the stored ones;
     /// maintenance and states are not the spec's to change). Refused while an action holds it.
-    pub async fn update_node(
+    pub async fn update_node(&self, key: &str, spec: NodeSpec) -> Result<NodeRecord, NodeError> {
+        self.update_node_with(key, spec, None).await
+    }
+
+    /// [`NodeService::update_node`], and the node's chassis when `chassis` is given.
+    async fn update_node_with(
         &self,
         key: &str,
         mut spec: NodeSpec,
+        chassis: Option<Option<String>>,
     ) -> Result<NodeRecord, NodeError> {
         let record = self.node(key).await?;
         let node = &record.node;
@@ -320,7 +325,12 @@ impl NodeService {
         spec.provision_state = None;
         self.check_unlocked(node).await?;
         let uuid = node.uuid.clone();
-        self.db().run(move |db| db.update_node(&uuid, &spec)).await?;
+        self.db()
+            .run(move |db| match chassis {
+                None => db.update_node(&uuid, &spec),
+                Some(chassis) => db.update_node_in_chassis(&uuid, &spec, chassis.as_deref()),
+            })
+            .await?;
         self.record_change("node", "update", &node.uuid, &node.uuid).await;
         self.node(&node.uuid).await
     }
@@ -418,7 +428,7 @@ impl NodeService {
         uuid: &str,
     ) -> Result<Stamped<Child>, NodeError> {
         let stored = self.child(kind, uuid).await?;
-        self.check_rule(kind, &stored.node_uuid).await?;
+        self.check_rule(kind, &stored.node_uuid, "deletion").await?;
         let owned = uuid.to_owned();
         if !self.db().run(move |db| db.delete_child(kind, &owned)).await? {
             return Err(NodeError::NotFound("It was deleted meanwhile.".into()));
@@ -434,9 +444,28 @@ impl NodeService {
         spec: ChildSpec,
         existing: bool,
     ) -> Result<Stamped<Child>, NodeError> {
+        self.write_child_in(uuid, node_uuid, spec, existing, None).await
+    }
+
+    /// [`NodeService::write_child`], and the port's group when `portgroup` is given.
+    async fn write_child_in(
+        &self,
+        uuid: String,
+        node_uuid: &str,
+        spec: ChildSpec,
+        existing: bool,
+        portgroup: Option<Option<String>>,
+    ) -> Result<Stamped<Child>, NodeError> {
         let kind = spec.kind();
         let (id, node) = (uuid.clone(), node_uuid.to_owned());
-        self.db().run(move |db| db.write_child(&id, &node, &spec, existing)).await?;
+        self.db()
+            .run(move |db| match portgroup {
+                None => db.write_child(&id, &node, &spec, existing),
+                Some(group) => {
+                    db.write_port_in_portgroup(&id, &node, &spec, existing, group.as_deref())
+                }
+            })
+            .await?;
         let action = if existing { "update" } else { "create" };
         self.record_change(kind.event_resource(), action, node_uuid, &uuid).await;
         self.child(kind, &uuid).await

@@ -1,4 +1,6 @@
-//! Ironic's edit rules: which changes a node's state allows, and which the node's lock forbids.
+//! Ironic's edit rules: which changes a node's state allows, and which the node's lock forbids
+//! (an edit waits for the lock as Ironic's conductor does, `Conductor::retry_locked`, before it
+//! is refused).
 
 use super::{NodeError, NodeService};
 use crate::conductor::locked_message;
@@ -33,36 +35,47 @@ impl NodeService {
                 // A new port, a new address or a move is the rule's: the new MAC would get the
                 // node's script.
                 if stored.is_none() {
-                    self.check_rule(kind, node_uuid).await?;
+                    self.check_rule(kind, node_uuid, "creation").await?;
                 }
                 let readdressed = match (stored.map(|s| &s.item), spec) {
                     (Some(Child::Port(old)), ChildSpec::Port(new)) => old.address != new.address,
                     _ => false,
                 };
                 if let Some(old) = stored.filter(|_| readdressed || moved.is_some()) {
-                    self.check_rule(kind, &old.node_uuid).await?;
+                    self.check_rule(kind, &old.node_uuid, "update").await?;
                 }
                 if moved.is_some() {
-                    self.check_rule(kind, node_uuid).await?;
+                    self.check_rule(kind, node_uuid, "update").await?;
                 }
             }
             EditRule::Volume => {
+                let action = if stored.is_some() { "update" } else { "creation" };
                 if let Some(old) = moved {
-                    self.check_rule(kind, &old.node_uuid).await?;
+                    self.check_rule(kind, &old.node_uuid, action).await?;
                 }
-                self.check_rule(kind, node_uuid).await?;
+                self.check_rule(kind, node_uuid, action).await?;
             }
         }
         Ok(())
     }
 
-    /// Checks `kind`'s rule on node `node_uuid` as it is now.
+    /// Checks `kind`'s rule on node `node_uuid` as it is now, for `action` (`creation`,
+    /// `update` or `deletion`): a volume connector or target changes only while its node is
+    /// powered off or not deployed, and (as Ironic) is updated or deleted never while it is
+    /// powered on.
     pub(super) async fn check_rule(
         &self,
         kind: ChildKind,
         node_uuid: &str,
+        action: &str,
     ) -> Result<(), NodeError> {
-        let record = self.node(node_uuid).await?;
+        let mut record = self.node(node_uuid).await?;
+        if kind.edit_rule() == EditRule::Volume {
+            // As Ironic's conductor: the node's lock first (waiting a little for an action that
+            // holds it, such as a power change just asked for), then its state as it is after.
+            self.check_unlocked(&record.node).await?;
+            record = self.node(node_uuid).await?;
+        }
         let node = &record.node;
         match kind.edit_rule() {
             EditRule::Address if deployed(node.provision_state) && !node.maintenance => {
@@ -73,6 +86,15 @@ impl NodeService {
             }
             EditRule::Address => Ok(()),
             EditRule::Volume
+                if action != "creation" && node.power_state == Some(PowerState::On) =>
+            {
+                Err(NodeError::Invalid(format!(
+                    "The requested action \"{} {action}\" can not be performed on node \"{}\" while it is in state \"power on\" (power it off first).",
+                    kind.label(),
+                    node.uuid
+                )))
+            }
+            EditRule::Volume
                 if deployed(node.provision_state) && node.power_state != Some(PowerState::Off) =>
             {
                 Err(NodeError::Invalid(format!(
@@ -82,7 +104,7 @@ impl NodeService {
                     node.power_state.map_or("power unknown", |p| p.as_str())
                 )))
             }
-            EditRule::Volume => self.check_unlocked(node).await,
+            EditRule::Volume => Ok(()),
         }
     }
 

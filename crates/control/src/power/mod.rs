@@ -227,6 +227,7 @@ pub(crate) fn test_node(driver: Driver, driver_info: Value) -> Node {
         resource_class: None,
         provision_updated_at: None,
         reservation: None,
+        chassis_uuid: None,
         power_state: None,
         target_power_state: None,
         provision_state: ProvisionState::Available,

@@ -290,7 +290,31 @@ fn count_connectors(record: &NodeRecord, kind: ConnectorType) -> usize {
     record.volume_connectors.iter().filter(|c| c.connector_type == kind).count()
 }
 
+/// Refuses a connector of `kind` whose id is not one of its type: stored as given (Ironic's
+/// rule), it can not be used to boot.
+fn require_usable(record: &NodeRecord, kind: ConnectorType) -> Result<(), ScenarioError> {
+    let bad = record
+        .volume_connectors
+        .iter()
+        .filter(|c| c.connector_type == kind)
+        .find(|c| crate::model::canonical_connector_id(kind, &c.connector_id).is_err());
+    match bad {
+        None => Ok(()),
+        Some(c) => fail(format!(
+            "volume connector {} of type {kind} has connector_id {}, which is not a {}: a boot can not use it",
+            c.uuid,
+            c.connector_id,
+            if kind == ConnectorType::Iqn {
+                "valid iSCSI name (iqn.YYYY-MM.domain:name or eui.)"
+            } else {
+                "valid WWN (16 hex digits)"
+            }
+        )),
+    }
+}
+
 fn require_one_iqn(record: &NodeRecord) -> Result<(), ScenarioError> {
+    require_usable(record, ConnectorType::Iqn)?;
     match count_connectors(record, ConnectorType::Iqn) {
         1 => Ok(()),
         0 => {
@@ -303,6 +327,7 @@ fn require_one_iqn(record: &NodeRecord) -> Result<(), ScenarioError> {
 }
 
 fn require_wwpn(record: &NodeRecord) -> Result<(), ScenarioError> {
+    require_usable(record, ConnectorType::Wwpn)?;
     if count_connectors(record, ConnectorType::Wwpn) == 0 {
         fail("a Fibre Channel boot volume needs at least one volume connector of type wwpn")
     } else {

@@ -7,6 +7,7 @@
 pub mod capabilities;
 mod checks;
 mod child;
+pub mod groups;
 pub mod hardware;
 pub mod records;
 pub mod sync;
@@ -246,6 +247,9 @@ pub struct Node {
     /// runs: Ironic's `reservation` (there, the conductor's host name). Read, never written.
     #[serde(default)]
     pub reservation: Option<String>,
+    /// The chassis the node belongs to (Ironic's `chassis_uuid`): set through the API only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chassis_uuid: Option<String>,
     pub target_provision_state: Option<ProvisionState>,
     pub maintenance: bool,
     pub maintenance_reason: Option<String>,
