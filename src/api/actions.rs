@@ -15,6 +15,7 @@ use bootvol_control::conductor::{
     Action, ConductorError, Refusal, StateChange, UnknownTarget, Verb, locked_message,
 };
 use bootvol_control::power::BootDevice;
+use bootvol_core::model::Driver;
 use bootvol_core::model::hardware::Kind;
 use bootvol_core::secrets::mask;
 
@@ -220,11 +221,21 @@ pub(super) async fn validate(state: &ApiState, key: &str) -> ApiResult {
     Ok(json_response(StatusCode::OK, &doc))
 }
 
+/// `GET .../management/boot_device`: the device bootvol last set and whether for good. A fake
+/// driver's BMC, never set, boots from the network for one boot (Ironic's fake management); a
+/// real BMC's is not read back, so a device never set is `null` there.
 pub(super) async fn get_boot_device(state: &ApiState, key: &str) -> ApiResult {
     let record = load_node(state, key).await?;
-    let device =
-        record.node.driver_internal_info.get("boot_device").cloned().unwrap_or(Value::Null);
-    Ok(json_response(StatusCode::OK, &json!({"boot_device": device, "persistent": null})))
+    let info = &record.node.driver_internal_info;
+    let fake = matches!(record.node.driver, Driver::Fake | Driver::FakeHardware);
+    let (device, persistent) = match (info.get("boot_device"), fake) {
+        (Some(device), _) => {
+            (device.clone(), info.get("boot_device_persistent").cloned().unwrap_or(json!(false)))
+        }
+        (None, true) => (json!("pxe"), json!(false)),
+        (None, false) => (Value::Null, Value::Null),
+    };
+    Ok(json_response(StatusCode::OK, &json!({"boot_device": device, "persistent": persistent})))
 }
 
 pub(super) async fn set_boot_device(state: &ApiState, r: &Request, key: &str) -> ApiResult {

@@ -308,6 +308,19 @@ pub(super) async fn agent(state: &ApiState, r: &Request, rest: &[&str]) -> ApiRe
             let record = load_node(state, node).await?;
             Ok(super::actions::accepted(r, &record.node.uuid))
         }
+        // Ironic's controller also takes the node from the body (`node_ident`), as its clients
+        // and its own API tests send it.
+        (["heartbeat"], &Method::POST) => {
+            require(r, "heartbeat")?;
+            let body = r.json()?;
+            let Some(node) = body.get("node_ident").and_then(Value::as_str) else {
+                return Err(ApiError::bad_request(
+                    "node_ident: the node (UUID or name) is required, in the path or the body",
+                ));
+            };
+            let record = load_node(state, node).await?;
+            Ok(super::actions::accepted(r, &record.node.uuid))
+        }
         _ => Err(super::resources::not_found_path(r)),
     }
 }

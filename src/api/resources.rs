@@ -82,7 +82,7 @@ pub(super) async fn route(state: &ApiState, r: &Request) -> ApiResult {
         ["drivers", rest @ ..] => ironic::drivers(r, rest).await,
         ["chassis", rest @ ..] => chassis::route(state, r, rest).await,
         ["portgroups", rest @ ..] => portgroups::route(state, r, rest).await,
-        ["lookup"] | ["heartbeat", _] => ironic::agent(state, r, &segments).await,
+        ["lookup"] | ["heartbeat"] | ["heartbeat", _] => ironic::agent(state, r, &segments).await,
         ["ports", rest @ ..] => children(state, r, ChildKind::Port, rest).await,
         ["volume", rest @ ..] => {
             require_volume(r)?;

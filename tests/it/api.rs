@@ -581,7 +581,15 @@ fn ports_connectors_targets_and_their_rules() {
         .0,
         204
     );
-    assert_eq!(api.v("GET", "/v1/nodes/n1/management/boot_device", None).1["boot_device"], "disk");
+    let (_, device) = api.v("GET", "/v1/nodes/n1/management/boot_device", None);
+    assert_eq!(device, json!({"boot_device": "disk", "persistent": true}));
+    // A fake node never set boots from the network for one boot, as Ironic's fake management.
+    let (status, made) =
+        api.v("POST", "/v1/nodes", Some(json!({"name": "n-boot", "driver": "fake"})));
+    assert_eq!(status, 201, "{made}");
+    let (_, device) = api.v("GET", "/v1/nodes/n-boot/management/boot_device", None);
+    assert_eq!(device, json!({"boot_device": "pxe", "persistent": false}));
+    assert_eq!(api.v("DELETE", "/v1/nodes/n-boot", None).0, 204);
     assert_eq!(
         api.v("PUT", "/v1/nodes/n1/states/provision", Some(json!({"target": "deleted"}))).0,
         202

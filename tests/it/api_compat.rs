@@ -230,3 +230,33 @@ fn an_action_or_edit_asked_for_while_another_holds_the_node_waits_for_it_before_
     assert!(started.elapsed() >= std::time::Duration::from_secs(4), "two requests, 2 s each");
     db.unlock_node(&uuid, &other).unwrap();
 }
+
+/// `POST /v1/heartbeat` takes the node from the path or, as Ironic's controller does, from the
+/// body's `node_ident` (from 1.22; 404 below); a body without one is a 400 that says so.
+#[test]
+fn a_heartbeat_names_its_node_in_the_path_or_the_body() {
+    let api = Api::start(false);
+    let (status, node) =
+        api.v("POST", "/v1/nodes", Some(json!({"name": "hb", "driver": "fake-hardware"})));
+    assert_eq!(status, 201, "{node}");
+    let body = json!({"node_ident": "hb", "callback_url": "http://192.0.2.9:9999",
+        "agent_version": "9.0.0", "agent_token": "t"});
+    assert_eq!(api.at("1.22", "POST", "/v1/heartbeat", Some(body.clone())).0, 202);
+    assert_eq!(
+        api.at(
+            "1.22",
+            "POST",
+            "/v1/heartbeat/hb",
+            Some(json!({"callback_url": "http://192.0.2.9:9999"}))
+        )
+        .0,
+        202
+    );
+    assert_eq!(api.at("1.21", "POST", "/v1/heartbeat", Some(body)).0, 404);
+    let (status, reply) =
+        api.at("1.22", "POST", "/v1/heartbeat", Some(json!({"callback_url": "x"})));
+    assert_eq!(status, 400, "{reply}");
+    assert!(fault(&reply).contains("node_ident"), "{}", fault(&reply));
+    let gone = json!({"node_ident": "no-such-node", "callback_url": "x"});
+    assert_eq!(api.at("1.22", "POST", "/v1/heartbeat", Some(gone)).0, 404);
+}

@@ -252,30 +252,12 @@ impl<S: SnapshotSource> Watcher<S> {
             self.reload_templates();
         }
         let url = self.inputs.public_url.get();
-        if !requested && !peers_changed && *url == *self.url {
-            match self.update() {
-                Some(0) if version != seen => self.unexplained = true,
-                Some(_) | None => {}
-            }
-            if self.seq.is_some() && !(self.unexplained && self.full_due()) {
-                return version.is_some().then_some(version);
-            }
-            if self.unexplained && self.seq.is_some() {
-                tracing::info!(
-                    "the database changed where the change log does not say: building the snapshot anew"
-                );
-            }
+        if !requested && !peers_changed && *url == *self.url && self.updated(version != seen) {
+            return version.is_some().then_some(version);
         }
         let seq = self.source.change_seq();
         let full_started = Instant::now();
-        let built = build(
-            &mut self.source,
-            &self.templates,
-            &self.config,
-            &self.inputs.metrics,
-            &url,
-            &peers,
-        );
+        let built = self.build_all(&url, &peers);
         match built {
             Ok(snapshot) => {
                 self.current.store(Arc::new(snapshot));
@@ -295,6 +277,27 @@ impl<S: SnapshotSource> Watcher<S> {
                 None
             }
         }
+    }
+
+    /// Every node's script, built anew.
+    fn build_all(&mut self, url: &str, peers: &[String]) -> anyhow::Result<BootSnapshot> {
+        build(&mut self.source, &self.templates, &self.config, &self.inputs.metrics, url, peers)
+    }
+
+    /// Whether the snapshot is up to date without a whole build: [`Watcher::update`] did it,
+    /// and no write the change log does not name (the store `moved` with no node changed) is
+    /// due for a whole build.
+    fn updated(&mut self, moved: bool) -> bool {
+        if self.update() == Some(0) && moved {
+            self.unexplained = true;
+        }
+        let due = self.unexplained && self.full_due();
+        if self.seq.is_some() && due {
+            tracing::info!(
+                "the database changed where the change log does not say: building the snapshot anew"
+            );
+        }
+        self.seq.is_some() && !due
     }
 
     /// Whether a whole build for unexplained writes may run now.

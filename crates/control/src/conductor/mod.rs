@@ -437,10 +437,9 @@ impl Conductor {
                     .set_boot_device(&record.node, device, persistent)
                     .await
                     .map_err(|e: PowerError| ConductorError::Failed(e.to_string()))?;
-                record
-                    .node
-                    .driver_internal_info
-                    .insert("boot_device".into(), json!(device_name(device)));
+                let info = &mut record.node.driver_internal_info;
+                info.insert("boot_device".into(), json!(device_name(device)));
+                info.insert("boot_device_persistent".into(), json!(persistent));
                 self.save(&record).await?;
                 Ok(record)
             }

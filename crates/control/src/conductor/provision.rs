@@ -202,7 +202,9 @@ impl Conductor {
             .await
             .map_err(|e| format!("detaching volumes failed: {e}"))?;
         self.reload(record).await.map_err(|e| e.to_string())?;
-        for key in ["deploy", "deployed_image", "deployed_by", "boot_device"] {
+        for key in
+            ["deploy", "deployed_image", "deployed_by", "boot_device", "boot_device_persistent"]
+        {
             record.node.driver_internal_info.remove(key);
         }
         record.node.instance_info.remove("boot_option");
