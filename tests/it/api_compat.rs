@@ -7,7 +7,8 @@ use serde_json::{Value, json};
 
 use super::{Api, fault, wait_for};
 
-fn node_with_port(api: &Api, name: &str, mac: &str) -> (String, String) {
+/// A fake-hardware node `name` with one port `mac`: (node UUID, port UUID).
+pub(super) fn node_with_port(api: &Api, name: &str, mac: &str) -> (String, String) {
     let (status, node) =
         api.v("POST", "/v1/nodes", Some(json!({"name": name, "driver": "fake-hardware"})));
     assert_eq!(status, 201, "{node}");

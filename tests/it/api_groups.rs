@@ -4,6 +4,7 @@
 
 use serde_json::{Value, json};
 
+use super::compat::node_with_port;
 use super::{Api, fault};
 
 fn uuids(list: &Value, key: &str) -> Vec<String> {
@@ -164,17 +165,6 @@ fn nodes_belong_to_a_chassis_that_exists_and_keep_it_from_deletion() {
     // Deleting its nodes frees a chassis.
     assert_eq!(api.v("DELETE", "/v1/nodes/c-n2", None).0, 204);
     assert_eq!(api.v("DELETE", &format!("/v1/chassis/{spare}"), None).0, 204);
-}
-
-fn node_with_port(api: &Api, name: &str, mac: &str) -> (String, String) {
-    let (status, node) =
-        api.v("POST", "/v1/nodes", Some(json!({"name": name, "driver": "fake-hardware"})));
-    assert_eq!(status, 201, "{node}");
-    let uuid = node["uuid"].as_str().unwrap().to_owned();
-    let (status, port) =
-        api.v("POST", "/v1/ports", Some(json!({"node_uuid": uuid, "address": mac})));
-    assert_eq!(status, 201, "{port}");
-    (uuid, port["uuid"].as_str().unwrap().to_owned())
 }
 
 #[test]
