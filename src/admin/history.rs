@@ -76,7 +76,7 @@ impl Typed {
         let text: Vec<String> = pairs
             .into_iter()
             .filter_map(|(k, v)| v.filter(|v| !v.is_empty() && !k.is_empty()).map(|v| (k, v)))
-            .map(|(k, v)| format!("{k}={}", percent_encoding::utf8_percent_encode(v, QUERY)))
+            .map(|(k, v)| format!("{k}={}", percent_encoding::utf8_percent_encode(v, rack::QUERY)))
             .collect();
         if text.is_empty() {
             "/admin/events".to_owned()
@@ -85,14 +85,6 @@ impl Typed {
         }
     }
 }
-
-/// What a query value is encoded with in a link.
-const QUERY: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
-    .remove(b'-')
-    .remove(b'_')
-    .remove(b'.')
-    .remove(b'~')
-    .remove(b':');
 
 /// Which end of a time bound a typed time is: a day or a minute means its first instant for
 /// `since` and its last for `until` (both included).

@@ -316,8 +316,8 @@ impl ListQuery {
     }
 }
 
-/// What a query value is encoded with in a link.
-const QUERY: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+/// What a query value is encoded with in a link (the list's and the history's).
+pub(super) const QUERY: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
     .remove(b'-')
     .remove(b'_')
     .remove(b'.')
