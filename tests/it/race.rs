@@ -46,6 +46,9 @@ auth_strategy = "noauth"
 [conductor]
 power_sync_interval = 1
 power_state_wait = 20
+# One try at a held lock: the second action is refused while the deploy still runs, not
+# after the retries have waited for the deploy's end.
+node_locked_retry_attempts = 1
 [cinder]
 url = "http://127.0.0.1:9/v3"
 sync_interval = 1
