@@ -540,23 +540,27 @@ fn hostile_values_written_into_the_database_never_reach_a_served_script() {
             .unwrap();
         }
     };
-    let write = |value: &Value, logged: bool| {
+    // One value per node (`value(i)` for node `i`), in one transaction.
+    let write = |value: &dyn Fn(usize) -> Value, logged: bool| {
         let tx = db.unchecked_transaction().unwrap();
-        for (field, uuid, _) in &nodes {
+        for (i, (field, uuid, _)) in nodes.iter().enumerate() {
             let (table, column, path) = sql_place(field);
             let owner = if table == "nodes" {
                 "uuid = ?1"
             } else {
                 "node_id = (SELECT id FROM nodes WHERE uuid = ?1)"
             };
-            let text = value.as_str().map_or_else(|| value.to_string(), str::to_owned);
+            let value = value(i);
             let sql = match &path {
                 Some(path) => format!(
                     "UPDATE {table} SET {column} = json_set({column}, '{path}', json(?2)) WHERE {owner}"
                 ),
                 None => format!("UPDATE {table} SET {column} = ?2 WHERE {owner}"),
             };
-            let arg = if path.is_some() { value.to_string() } else { text };
+            let arg = match (&path, value.as_str()) {
+                (None, Some(text)) => text.to_owned(),
+                _ => value.to_string(),
+            };
             assert_eq!(tx.execute(&sql, rusqlite::params![uuid, arg]).unwrap(), 1, "{field}");
         }
         if logged {
@@ -584,7 +588,7 @@ fn hostile_values_written_into_the_database_never_reach_a_served_script() {
     for (round, hostile) in HOSTILE.iter().enumerate() {
         // The first value behind the change log's back too (the whole build must refuse it),
         // the others logged (the update of the changed nodes must).
-        write(&json!(hostile), round > 0);
+        write(&|_| json!(hostile), round > 0);
         // Every node's script changes (a separator may stay inside a word, the NFS options').
         let served = wait_for(&|i, s| s != &good[i], &format!("{hostile:?} written"));
         for (i, ((field, _, _), (status, text))) in nodes.iter().zip(&served).enumerate() {
@@ -606,30 +610,7 @@ fn hostile_values_written_into_the_database_never_reach_a_served_script() {
             assert!(text.lines().any(|l| l == "exit"), "{what}: the default script ends in exit");
         }
         // Put back, one value per node, and each node boots its volume again.
-        let tx = db.unchecked_transaction().unwrap();
-        for ((field, uuid, _), original) in nodes.iter().zip(&originals) {
-            let (table, column, path) = sql_place(field);
-            let owner = if table == "nodes" {
-                "uuid = ?1"
-            } else {
-                "node_id = (SELECT id FROM nodes WHERE uuid = ?1)"
-            };
-            let (sql, arg) = match &path {
-                Some(path) => (
-                    format!(
-                        "UPDATE {table} SET {column} = json_set({column}, '{path}', json(?2)) WHERE {owner}"
-                    ),
-                    original.to_string(),
-                ),
-                None => (
-                    format!("UPDATE {table} SET {column} = ?2 WHERE {owner}"),
-                    original.as_str().unwrap().to_owned(),
-                ),
-            };
-            tx.execute(&sql, rusqlite::params![uuid, arg]).unwrap();
-        }
-        log_changes(&tx);
-        tx.commit().unwrap();
+        write(&|i| originals[i].clone(), true);
         wait_for(&|i, s| s == &good[i], &format!("{hostile:?} put back"));
     }
 }
