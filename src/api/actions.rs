@@ -58,9 +58,9 @@ pub(super) async fn node_states(state: &ApiState, r: &Request, key: &str) -> Api
         "target_provision_state": n.target_provision_state.map(|t| super::resources::shown_provision_state(r, t)),
         "provision_updated_at": n.provision_updated_at,
         "last_error": n.last_error,
-        "console_enabled": false,
+        "console_enabled": n.console_enabled,
         "raid_config": {},
-        "target_raid_config": {},
+        "target_raid_config": n.target_raid_config,
     });
     // The RAID fields are 1.12's, as on the node.
     super::versions::hide(&mut doc, super::versions::NODE_FIELDS, r.minor);

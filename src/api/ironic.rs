@@ -11,7 +11,7 @@ use serde_json::{Map, Value, json};
 use super::resources::{load_node, without_nulls};
 use super::{ApiError, ApiResult, ApiState, Request, json_response, versions};
 use bootvol_core::model::hardware::{self, Kind};
-use bootvol_core::model::{Driver, NodeRecord};
+use bootvol_core::model::{Driver, NodeRecord, raid};
 
 /// The conductor host the driver resources name.
 const HOST: &str = "bootvol";
@@ -104,15 +104,22 @@ pub(super) async fn drivers(r: &Request, rest: &[&str]) -> ApiResult {
         [name, "properties"] => {
             let driver = driver_named(name)?;
             let props: Map<String, Value> = hardware::properties(driver)
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), json!(v)))
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), json!(v)))
                 .collect();
             Ok(json_response(StatusCode::OK, &Value::Object(props)))
         }
-        [name, "raid", "logical_disk_properties"] if r.minor >= 12 => {
+        [_, "raid", "logical_disk_properties"] if r.minor < 12 => {
+            Err(below(r, "raid/logical_disk_properties"))
+        }
+        [name, "raid", "logical_disk_properties"] => {
             let driver = driver_named(name)?;
             if hardware::default(driver, Kind::Raid) == "fake" {
-                Ok(json_response(StatusCode::OK, &json!({})))
+                let props: Map<String, Value> = raid::LOGICAL_DISK_PROPERTIES
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), json!(v)))
+                    .collect();
+                Ok(json_response(StatusCode::OK, &Value::Object(props)))
             } else {
                 Err(unsupported(driver, "raid"))
             }
@@ -234,7 +241,9 @@ pub(super) async fn set_raid(state: &ApiState, r: &Request, key: &str) -> ApiRes
     if !has_interface(&record, Kind::Raid) {
         return Err(unsupported(record.node.driver, "raid"));
     }
-    r.json()?;
+    let config = raid::validate_target(&r.json()?)
+        .map_err(|e| ApiError::bad_request(format!("Invalid RAID configuration: {}", e.0)))?;
+    state.inner.nodes.set_target_raid_config(&record.node.uuid, config).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -245,21 +254,24 @@ pub(super) async fn console(state: &ApiState, r: &Request, key: &str) -> ApiResu
         return Err(unsupported(record.node.driver, "console"));
     }
     if r.method == Method::GET {
-        return Ok(json_response(
-            StatusCode::OK,
-            &json!({"console_enabled": false, "console_info": null}),
-        ));
+        return Ok(json_response(StatusCode::OK, &console_body(&record)));
     }
     let body = without_nulls(r.json()?)?;
-    match body.get("enabled") {
-        Some(Value::Bool(_)) => Ok(super::actions::accepted(r, &record.node.uuid)),
-        Some(Value::String(s))
-            if s.eq_ignore_ascii_case("true") || s.eq_ignore_ascii_case("false") =>
-        {
-            Ok(super::actions::accepted(r, &record.node.uuid))
-        }
-        _ => Err(ApiError::bad_request("enabled: true or false is required")),
-    }
+    let enabled = match body.get("enabled") {
+        Some(Value::Bool(b)) => *b,
+        Some(Value::String(s)) if s.eq_ignore_ascii_case("true") => true,
+        Some(Value::String(s)) if s.eq_ignore_ascii_case("false") => false,
+        _ => return Err(ApiError::bad_request("enabled: true or false is required")),
+    };
+    state.inner.nodes.set_console(&record.node.uuid, enabled).await?;
+    Ok(super::actions::accepted(r, &record.node.uuid))
+}
+
+/// `GET .../states/console`: the flag, and the fake console's (empty) connection details
+/// while it is enabled.
+fn console_body(record: &NodeRecord) -> Value {
+    let enabled = record.node.console_enabled;
+    json!({"console_enabled": enabled, "console_info": if enabled { json!({}) } else { Value::Null }})
 }
 
 /// `PUT /v1/nodes/{node}/management/inject_nmi` (1.29): only fake management "injects" one.

@@ -75,6 +75,10 @@ pub(super) async fn route(state: &ApiState, r: &Request) -> ApiResult {
         ["nodes"] if m == Method::GET => list_nodes(state, r, false, None).await,
         ["nodes"] if m == Method::POST => create_node(state, r).await,
         ["nodes", "detail"] if m == Method::GET => list_nodes(state, r, true, None).await,
+        // Ironic's older path for a node's console, still served (and used by its tests).
+        ["nodes", "states", "console", node] if m == Method::GET => {
+            ironic::console(state, r, node).await
+        }
         ["nodes", node] if m == Method::GET => show_node(state, r, node).await,
         ["nodes", node] if m == Method::PATCH => patch_node(state, r, node).await,
         ["nodes", node] if m == Method::DELETE => delete_node(state, node).await,
@@ -278,13 +282,13 @@ fn node_json(state: &ApiState, r: &Request, record: &NodeRecord) -> Value {
         "maintenance": node.maintenance,
         "maintenance_reason": node.maintenance_reason,
         "last_error": node.last_error,
-        "console_enabled": false,
+        "console_enabled": node.console_enabled,
         "reservation": node.reservation,
         "inspection_started_at": null,
         "inspection_finished_at": null,
         "clean_step": {},
         "raid_config": {},
-        "target_raid_config": {},
+        "target_raid_config": node.target_raid_config,
         "resource_class": node.resource_class,
         "boot_interface": node.boot_interface,
         "deploy_interface": node.deploy_interface,

@@ -73,6 +73,7 @@ pub(super) const NODE_FILTERS: &[(&str, u32)] = &[
 /// that added each.
 pub(super) const ENDPOINTS: &[(&str, u32)] = &[
     ("states/raid", 12),
+    ("raid/logical_disk_properties", 12),
     ("lookup", 22),
     ("heartbeat", 22),
     ("portgroups", 23),

@@ -1061,10 +1061,7 @@ fn cli_flow(cli: &Cli<'_>, program: &str, prefix: &[&str], name: &str, mac: &str
         assert!(!ok && text.contains("HTTP 409"), "{text}");
         // 400: a deployed, powered-on node's volume targets are frozen.
         let (ok, text) = try_run(&["volume", "target", "delete", target["uuid"].as_str().unwrap()]);
-        assert!(
-            !ok && text.contains("in state \"power on\" (power it off first)"),
-            "{text}"
-        );
+        assert!(!ok && text.contains("in state \"power on\" (power it off first)"), "{text}");
     }
     run(&["node", "power", "off", name]);
     run(&["node", "undeploy", name, "--wait", "30"]);

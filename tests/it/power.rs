@@ -47,6 +47,8 @@ fn node(driver: Driver, driver_info: Value) -> Node {
         target_provision_state: None,
         maintenance: false,
         maintenance_reason: None,
+        console_enabled: false,
+        target_raid_config: Default::default(),
         last_error: None,
         created_at: None,
         updated_at: None,

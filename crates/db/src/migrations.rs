@@ -281,6 +281,12 @@ CREATE INDEX portgroups_node ON portgroups(node_id);
 ALTER TABLE ports ADD COLUMN portgroup_id INTEGER REFERENCES portgroups(id) ON DELETE SET NULL;
 CREATE INDEX ports_portgroup ON ports(portgroup_id);
 "#,
+    // The fake console's state (Ironic's `console_enabled`) and the RAID configuration asked
+    // for (`target_raid_config`, a JSON object), as Ironic keeps them on the node.
+    r#"
+ALTER TABLE nodes ADD COLUMN console_enabled INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE nodes ADD COLUMN target_raid_config TEXT NOT NULL DEFAULT '{}';
+"#,
 ];
 
 /// PostgreSQL's timestamp text, as SQLite's `strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now')`.
@@ -558,6 +564,10 @@ ALTER TABLE ports ADD COLUMN portgroup_id BIGINT REFERENCES portgroups(id) ON DE
 CREATE INDEX ports_portgroup ON ports(portgroup_id);
 "#
     ),
+    r#"
+ALTER TABLE nodes ADD COLUMN console_enabled BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE nodes ADD COLUMN target_raid_config TEXT NOT NULL DEFAULT '{}';
+"#,
 ];
 
 /// The advisory lock key that serialises instances migrating the same database at once.

@@ -20,7 +20,8 @@ pub(super) const NODE_COLUMNS: &str = "id, uuid, name, driver, driver_info, prop
     target_provision_state, maintenance, maintenance_reason, last_error, created_at, updated_at, \
     instance_uuid, resource_class, console_interface, inspect_interface, management_interface, \
     network_interface, power_interface, raid_interface, rescue_interface, vendor_interface, \
-    provision_updated_at, (SELECT ch.uuid FROM chassis ch WHERE ch.id = nodes.chassis_id)";
+    provision_updated_at, (SELECT ch.uuid FROM chassis ch WHERE ch.id = nodes.chassis_id), \
+    console_enabled, target_raid_config";
 
 /// Child rows with their node and timestamps.
 type Rows<T> = Result<Vec<Stamped<T>>, DbError>;
@@ -242,6 +243,8 @@ pub(super) fn node_from_row(row: &Row) -> Result<(i64, Node), DbError> {
         provision_updated_at: optional(31)?,
         reservation: None,
         chassis_uuid: optional(32)?,
+        console_enabled: row.get::<i64>(33)? != 0,
+        target_raid_config: map(34)?,
         uuid,
     };
     Ok((row.get(0)?, node))

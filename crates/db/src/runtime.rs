@@ -1,11 +1,11 @@
-//! Writing a node's runtime fields: states, errors, `instance_info`, `driver_internal_info`;
-//! and deleting a node.
+//! Writing a node's runtime fields: states, errors, `instance_info`, `driver_internal_info`,
+//! the console flag and the RAID configuration asked for; and deleting a node.
 
 use super::engine::{Value as SqlValue, args};
 use serde_json::Value;
 
 use super::{Db, DbError};
-use bootvol_core::model::{Node, PowerState, ProvisionState};
+use bootvol_core::model::{JsonMap, Node, PowerState, ProvisionState};
 
 impl Db {
     /// Saves what actions change: provision and power states (and targets), `last_error`,
@@ -86,6 +86,26 @@ impl Db {
             "UPDATE nodes SET maintenance = ?2, maintenance_reason = ?3, \
              updated_at = strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now') WHERE uuid = ?1",
             args![node_uuid, on, if on { reason } else { None }],
+        )?;
+        Ok(())
+    }
+
+    /// Records whether the node's console is enabled.
+    pub fn set_console_enabled(&self, node_uuid: &str, on: bool) -> Result<(), DbError> {
+        self.update_node_row(
+            "UPDATE nodes SET console_enabled = ?2, \
+             updated_at = strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now') WHERE uuid = ?1",
+            args![node_uuid, on],
+        )?;
+        Ok(())
+    }
+
+    /// Records the RAID configuration asked for (an empty object: none).
+    pub fn set_target_raid_config(&self, node_uuid: &str, config: &JsonMap) -> Result<(), DbError> {
+        self.update_node_row(
+            "UPDATE nodes SET target_raid_config = ?2, \
+             updated_at = strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now') WHERE uuid = ?1",
+            args![node_uuid, Value::Object(config.clone()).to_string()],
         )?;
         Ok(())
     }

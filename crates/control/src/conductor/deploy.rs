@@ -136,11 +136,11 @@ pub(super) async fn start(conductor: &Conductor, record: &mut NodeRecord) -> Res
     record.node.provision_state = ProvisionState::WaitCallBack;
     conductor.save(record).await.map_err(|e| e.to_string())?;
     conductor.changed();
-    let driver = conductor.driver(record.node.driver);
-    driver
+    conductor
         .set_boot_device(&record.node, BootDevice::Pxe, false)
         .await
         .map_err(|e| format!("setting the boot device: {e}"))?;
+    let driver = conductor.driver(record.node.driver);
     let action =
         if driver.power_state(&record.node).await.map_err(|e| e.to_string())? == PowerState::On {
             PowerAction::Reboot
@@ -442,11 +442,8 @@ async fn reboot_into_volume(
     mut record: NodeRecord,
     lock: bootvol_db::NodeLock,
 ) {
-    let driver = conductor.driver(record.node.driver);
-    let mut result = driver
-        .set_boot_device(&record.node, BootDevice::Disk, true)
-        .await
-        .map_err(|e| e.to_string());
+    let mut result =
+        conductor.set_boot_device(&record.node, BootDevice::Disk, true).await.map(|_| ());
     // The ramdisk powers itself off once its call-back is answered, and some BMCs refuse a
     // reset of a machine that is off: power off (idempotent), then on.
     if result.is_ok() && record.node.driver != Driver::Fake {

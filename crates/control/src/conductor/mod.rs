@@ -38,7 +38,7 @@ pub use validate::{InterfaceCheck, ValidationReport};
 
 use recovery::stuck;
 
-use crate::power::{BootDevice, PowerAction, PowerDriver, PowerDrivers, PowerError, PowerSettings};
+use crate::power::{BootDevice, PowerAction, PowerDriver, PowerDrivers, PowerSettings};
 use crate::storage::{StorageError, StorageInterfaces};
 use bootvol_core::config::Config;
 use bootvol_core::model::{Driver, NodeRecord, PowerState, ProvisionState, StorageInterfaceName};
@@ -433,10 +433,10 @@ impl Conductor {
                 Ok(record)
             }
             Action::BootDevice { device, persistent } => {
-                self.driver(record.node.driver)
+                let persistent = self
                     .set_boot_device(&record.node, device, persistent)
                     .await
-                    .map_err(|e: PowerError| ConductorError::Failed(e.to_string()))?;
+                    .map_err(ConductorError::Failed)?;
                 let info = &mut record.node.driver_internal_info;
                 info.insert("boot_device".into(), json!(device_name(device)));
                 info.insert("boot_device_persistent".into(), json!(persistent));

@@ -1,12 +1,16 @@
-//! Power actions: one BMC power call with its events and the node's boot window; an
+//! Power actions: one BMC power call with its events and the node's boot window; the boot
+//! device as `force_persistent_boot_device` rules; an
 //! operator's power action (with `[cinder] toggle_attachments_with_power`); and the sync of
 //! power states changed out of band.
 
 use serde_json::json;
 
 use super::{Conductor, ConductorError, POWER};
-use crate::power::PowerAction;
-use bootvol_core::model::{Driver, NodeRecord, PowerState, ProvisionState, StorageInterfaceName};
+use crate::power::{BootDevice, PowerAction};
+use bootvol_core::model::hardware;
+use bootvol_core::model::{
+    Driver, Node, NodeRecord, PowerState, ProvisionState, StorageInterfaceName,
+};
 
 impl Conductor {
     /// One power action with its events; records the new state.
@@ -28,30 +32,40 @@ impl Conductor {
             self.open_boot_window(record, action);
         }
         self.save(record).await.map_err(|e| e.to_string())?;
-        self.event(
-            record,
-            format!("{POWER}.start"),
-            "info",
-            json!({"action": action_name(action)}),
-        )
-        .await;
+        self.power_event(record, "start", action).await;
         let result = driver.set_power(&record.node, action).await;
         record.node.target_power_state = None;
         match result {
             Ok(()) => {
                 record.node.power_state = Some(target);
                 self.save(record).await.map_err(|e| e.to_string())?;
-                self.event(
-                    record,
-                    format!("{POWER}.end"),
-                    "info",
-                    json!({"action": action_name(action)}),
-                )
-                .await;
+                self.power_event(record, "end", action).await;
                 Ok(())
             }
             Err(e) => Err(self.power_failed(record, action, opens_window, e).await),
         }
+    }
+
+    /// The `start` or `end` event of a power action.
+    async fn power_event(&self, record: &NodeRecord, phase: &str, action: PowerAction) {
+        let payload = json!({"action": action_name(action)});
+        self.event(record, format!("{POWER}.{phase}"), "info", payload).await;
+    }
+
+    /// Sets the node's boot device, persistent as `driver_info.force_persistent_boot_device`
+    /// rules on what was asked (`asked`); answers whether it was made persistent.
+    pub(super) async fn set_boot_device(
+        &self,
+        node: &Node,
+        device: BootDevice,
+        asked: bool,
+    ) -> Result<bool, String> {
+        let persistent = hardware::boot_persistence(&node.driver_info, asked).map_err(|e| e.0)?;
+        self.driver(node.driver)
+            .set_boot_device(node, device, persistent)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(persistent)
     }
 
     /// Opens the node's boot window for a power-on or reboot: on the node (for every process

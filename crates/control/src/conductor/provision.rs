@@ -174,12 +174,14 @@ impl Conductor {
         record: &mut NodeRecord,
         device: BootDevice,
     ) -> Result<(), String> {
-        let driver = self.driver(record.node.driver);
-        driver
+        let persistent = self
             .set_boot_device(&record.node, device, true)
             .await
             .map_err(|e| format!("setting the boot device: {e}"))?;
-        record.node.driver_internal_info.insert("boot_device".into(), json!(device_name(device)));
+        let info = &mut record.node.driver_internal_info;
+        info.insert("boot_device".into(), json!(device_name(device)));
+        info.insert("boot_device_persistent".into(), json!(persistent));
+        let driver = self.driver(record.node.driver);
         let action = if driver.power_state(&record.node).await.map_err(|e| e.to_string())?
             == PowerState::On
         {

@@ -1,4 +1,5 @@
-//! Validation: every interface of a node checked (boot: the scenario and its files; deploy;
+//! Validation: every interface of a node checked (boot: the scenario, its files and
+//! `force_persistent_boot_device`; deploy;
 //! power: `driver_info`; storage), each with its verdict. Changes nothing.
 
 use serde_json::Value;
@@ -6,7 +7,7 @@ use serde_json::Value;
 use super::{Conductor, deploy};
 use bootvol_core::boot::{Scenario, decide};
 use bootvol_core::files::FileRoot;
-use bootvol_core::model::{Driver, NodeRecord};
+use bootvol_core::model::{Driver, NodeRecord, hardware};
 
 /// One line of `validate`: an interface and its verdict.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -45,15 +46,18 @@ impl Conductor {
             result: result.is_ok(),
             reason: result.err(),
         };
+        // Read whenever a boot device is set, by every hardware type.
+        let persistence =
+            hardware::boot_persistence(&record.node.driver_info, true).map(|_| ()).map_err(|e| e.0);
         if record.node.driver == Driver::FakeHardware {
             // Ironic's test hardware type: every interface fake, no boot volume needed.
-            return ValidationReport(
-                ["boot", "deploy", "power", "storage"].map(|i| check(i, Ok(()))).into(),
-            );
+            let boot = check("boot", persistence);
+            let rest = ["deploy", "power", "storage"].map(|i| check(i, Ok(())));
+            return ValidationReport(std::iter::once(boot).chain(rest).collect());
         }
         let scenario =
             decide(record, self.config.default.default_storage_interface).map_err(|e| e.0);
-        let boot = self.boot_check(record, &scenario);
+        let boot = persistence.and_then(|()| self.boot_check(record, &scenario));
         let deploy = self.deploy_check(record, &scenario);
         let power =
             self.driver(record.node.driver).validate(&record.node).map_err(|e| e.to_string());

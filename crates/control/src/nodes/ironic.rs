@@ -2,13 +2,14 @@
 //! one removed: checked by `model::traits`), VIFs (recorded on a free port's
 //! `internal_info.tenant_vif_port_id`, as Ironic's flat network interface does, without
 //! Neutron; the `noop` network interface records nothing, as Ironic's), and the config drive a
-//! deploy request carries (stored in `instance_info.configdrive`, as Ironic stores it).
+//! deploy request carries (stored in `instance_info.configdrive`, as Ironic stores it), the
+//! console flag, and the RAID configuration asked for (checked by `model::raid` before).
 
 use serde_json::json;
 
 use super::{NodeError, NodeService};
 use bootvol_core::model::hardware::Kind;
-use bootvol_core::model::{NodeRecord, Port, TENANT_VIF, traits};
+use bootvol_core::model::{JsonMap, NodeRecord, Port, TENANT_VIF, traits};
 
 impl NodeService {
     /// Replaces the node's traits (each checked, at most 50). Refused while an action holds it.
@@ -49,6 +50,48 @@ impl NodeService {
         }
         let rest = record.traits.iter().filter(|t| *t != name).cloned().collect();
         self.set_traits(&record.node.uuid, rest).await
+    }
+
+    /// Enables or disables the node's console (its console interface does something: the
+    /// caller checks). Refused while an action holds the node.
+    pub async fn set_console(&self, key: &str, on: bool) -> Result<NodeRecord, NodeError> {
+        let record =
+            self.write_unlocked(key, move |db, uuid| db.set_console_enabled(uuid, on)).await?;
+        let uuid = record.node.uuid.clone();
+        let payload =
+            json!({"node_uuid": uuid, "node_name": record.node.name, "console_enabled": on});
+        let event_type = "baremetal.node.console_set.end".to_owned();
+        self.db().record_event(&uuid, event_type, "info", payload).await;
+        self.node(&uuid).await
+    }
+
+    /// Records the RAID configuration asked for, checked by `model::raid::validate_target`
+    /// (an empty one clears it). Refused while an action holds the node.
+    pub async fn set_target_raid_config(
+        &self,
+        key: &str,
+        config: JsonMap,
+    ) -> Result<NodeRecord, NodeError> {
+        let record = self
+            .write_unlocked(key, move |db, uuid| db.set_target_raid_config(uuid, &config))
+            .await?;
+        let uuid = &record.node.uuid;
+        self.record_change("node", "raid_config", uuid, uuid).await;
+        self.node(uuid).await
+    }
+
+    /// Runs `write` on the node's UUID once no action holds the node (as Ironic's conductor
+    /// takes the lock, waiting a little); answers the node as it was before.
+    async fn write_unlocked(
+        &self,
+        key: &str,
+        write: impl FnOnce(&bootvol_db::Db, &str) -> Result<(), bootvol_db::DbError> + Send + 'static,
+    ) -> Result<NodeRecord, NodeError> {
+        let record = self.node(key).await?;
+        self.check_unlocked(&record.node).await?;
+        let uuid = record.node.uuid.clone();
+        self.db().run(move |db| write(db, &uuid)).await?;
+        Ok(record)
     }
 
     /// The VIFs attached to the node's ports.

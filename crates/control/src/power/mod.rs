@@ -234,6 +234,8 @@ pub(crate) fn test_node(driver: Driver, driver_info: Value) -> Node {
         target_provision_state: None,
         maintenance: false,
         maintenance_reason: None,
+        console_enabled: false,
+        target_raid_config: Default::default(),
         last_error: None,
         created_at: None,
         updated_at: None,

@@ -198,9 +198,46 @@ pub fn check(driver: Driver, kind: Kind, value: &str) -> Result<(), ValueError> 
     Ok(())
 }
 
+/// The `driver_info` key every hardware type reads when it sets a boot device (the deploy's,
+/// the API's `PUT .../management/boot_device`): see [`boot_persistence`].
+pub const FORCE_PERSISTENT_BOOT_DEVICE: (&str, &str) = (
+    "force_persistent_boot_device",
+    "Whether boot device changes persist: \"Always\" makes every change persistent, \"Never\" none, \"Default\" (when absent) as each request asks. \"True\" and \"False\" are taken for \"Always\" and \"Never\". Optional.",
+);
+
+/// Whether a boot device change asked as `asked` (persistent or not) is made persistent, by
+/// the node's `driver_info.force_persistent_boot_device` (Ironic's values, any case).
+pub fn boot_persistence(driver_info: &super::JsonMap, asked: bool) -> Result<bool, ValueError> {
+    let (key, _) = FORCE_PERSISTENT_BOOT_DEVICE;
+    let value = match driver_info.get(key) {
+        None | Some(serde_json::Value::Null) => return Ok(asked),
+        Some(serde_json::Value::Bool(b)) => return Ok(*b),
+        Some(serde_json::Value::String(s)) => s.to_ascii_lowercase(),
+        Some(other) => {
+            return Err(ValueError(format!(
+                "driver_info.{key}: {other} is not one of Always, Never, Default"
+            )));
+        }
+    };
+    match value.as_str() {
+        "always" | "true" => Ok(true),
+        "never" | "false" => Ok(false),
+        "default" => Ok(asked),
+        _ => Err(ValueError(format!(
+            "driver_info.{key}: {value:?} is not one of Always, Never, Default"
+        ))),
+    }
+}
+
 /// What `GET /v1/drivers/{name}/properties` lists: the `driver_info` keys the hardware type
-/// reads, with their descriptions.
-pub fn properties(driver: Driver) -> &'static [(&'static str, &'static str)] {
+/// reads, with their descriptions (its BMC's, then [`FORCE_PERSISTENT_BOOT_DEVICE`]).
+pub fn properties(driver: Driver) -> Vec<(&'static str, &'static str)> {
+    let mut all = bmc_properties(driver).to_vec();
+    all.push(FORCE_PERSISTENT_BOOT_DEVICE);
+    all
+}
+
+fn bmc_properties(driver: Driver) -> &'static [(&'static str, &'static str)] {
     match driver {
         Driver::Fake | Driver::FakeHardware => &[],
         Driver::Redfish => &[
@@ -229,6 +266,30 @@ pub fn properties(driver: Driver) -> &'static [(&'static str, &'static str)] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn boot_persistence_follows_force_persistent_boot_device() {
+        let info = |v: serde_json::Value| {
+            let mut m = super::super::JsonMap::new();
+            m.insert("force_persistent_boot_device".into(), v);
+            m
+        };
+        let none = super::super::JsonMap::new();
+        assert_eq!(boot_persistence(&none, false), Ok(false));
+        assert_eq!(boot_persistence(&none, true), Ok(true));
+        assert_eq!(boot_persistence(&info("Always".into()), false), Ok(true));
+        assert_eq!(boot_persistence(&info("never".into()), true), Ok(false));
+        assert_eq!(boot_persistence(&info("Default".into()), false), Ok(false));
+        assert_eq!(boot_persistence(&info("True".into()), false), Ok(true));
+        assert_eq!(boot_persistence(&info(false.into()), true), Ok(false));
+        assert!(
+            boot_persistence(&info("sometimes".into()), true).unwrap_err().0.contains("Always")
+        );
+        assert!(boot_persistence(&info(3.into()), true).is_err());
+        for driver in Driver::ALL {
+            assert_eq!(properties(*driver).last(), Some(&FORCE_PERSISTENT_BOOT_DEVICE));
+        }
+    }
 
     #[test]
     fn defaults_and_checks() {

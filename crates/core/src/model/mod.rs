@@ -9,6 +9,7 @@ mod checks;
 mod child;
 pub mod groups;
 pub mod hardware;
+pub mod raid;
 pub mod records;
 pub mod sync;
 pub mod traits;
@@ -254,6 +255,15 @@ pub struct Node {
     pub maintenance: bool,
     pub maintenance_reason: Option<String>,
     pub last_error: Option<String>,
+    /// Whether the node's console is enabled (Ironic's `console_enabled`): only a console
+    /// interface that does something (`fake` on fake-hardware) turns it on.
+    #[serde(default)]
+    pub console_enabled: bool,
+    /// The RAID configuration asked for (Ironic's `target_raid_config`, `PUT .../states/raid`),
+    /// checked against `raid::validate_target`. Nothing applies it: a boot-from-volume node's
+    /// disks are volumes.
+    #[serde(default)]
+    pub target_raid_config: JsonMap,
     pub created_at: Option<String>,
     pub updated_at: Option<String>,
 }
