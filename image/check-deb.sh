@@ -34,7 +34,7 @@ dpkg --root="$root" -i "$deb"
 [ "$(dpkg-query --admindir="$root/var/lib/dpkg" -W -f='${Status}' bootvol)" = "install ok installed" ] \
     || die "not installed"
 step "the user and the directories"
-in_root getent passwd bootvol | grep -q ':/var/lib/bootvol:' || die "no user bootvol"
+grep -q ':/var/lib/bootvol:' <<< "$(in_root getent passwd bootvol)" || die "no user bootvol"
 for d in /etc/bootvol:750 /var/lib/bootvol:750 /var/lib/bootvol/files:755; do
     got=$(in_root stat -c '%U:%G:%a' "${d%:*}")
     [ "$got" = "bootvol:bootvol:${d#*:}" ] || die "${d%:*} is $got"
@@ -42,9 +42,13 @@ done
 step "the unit is enabled"
 [ "$(systemctl --root="$root" is-enabled bootvol.service)" = enabled ] || die "bootvol.service not enabled"
 step "bootvol check-config on the shipped configuration, as the user bootvol"
-in_root setpriv --reuid=bootvol --regid=bootvol --init-groups \
-    /usr/bin/bootvol --config /etc/bootvol/bootvol.toml check-config | grep -q ': OK' \
-    || die "check-config failed"
+# The whole report is read before it is searched: `grep -q` would close the pipe at the first
+# match, and bootvol's next line would then fail with EPIPE (and pipefail with it).
+report=$(in_root setpriv --reuid=bootvol --regid=bootvol --init-groups \
+    /usr/bin/bootvol --config /etc/bootvol/bootvol.toml check-config 2>&1) \
+    || { echo "$report" >&2; die "check-config failed"; }
+echo "$report"
+grep -q ': OK' <<< "$report" || die "check-config did not say OK"
 step "systemd-analyze security of the installed unit (at most 1.5)"
 line=$(systemd-analyze security --offline=true --root="$root" --no-pager bootvol.service 2>&1 \
     | grep 'Overall exposure level') || die "no exposure level"
