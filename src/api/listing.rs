@@ -16,6 +16,36 @@ pub(crate) fn collection(
     let asked = Asked::parse(request, detail_path)?;
     asked.check_against(items.first())?;
     let next = page(request, &asked, &mut items)?;
+    answer(key, items, next, &asked, default_fields)
+}
+
+/// [`collection`] for a page the database read already (sorted, after the marker, at most a
+/// page): `more` says whether nodes follow it (the `next` link).
+pub(crate) fn paged(
+    request: &Request,
+    key: &str,
+    items: Vec<Value>,
+    more: bool,
+    default_fields: &[&str],
+    detail_path: bool,
+) -> ApiResult {
+    let asked = Asked::parse(request, detail_path)?;
+    asked.check_against(items.first())?;
+    let next = match items.last() {
+        Some(last) if more => Some(next_link(request, page_limit(request)?, last)),
+        _ => None,
+    };
+    answer(key, items, next, &asked, default_fields)
+}
+
+/// The list's answer: each item with the fields asked, and the `next` link.
+fn answer(
+    key: &str,
+    items: Vec<Value>,
+    next: Option<String>,
+    asked: &Asked<'_>,
+    default_fields: &[&str],
+) -> ApiResult {
     let shown: Vec<Value> = items
         .into_iter()
         .map(|item| match (&asked.fields, asked.detail) {
@@ -94,8 +124,8 @@ impl<'a> Asked<'a> {
     }
 }
 
-/// Sorts `items`, keeps those after `marker` and at most `limit` of them; answers the `next`
-/// link when some were left out.
+/// Sorts `items`, keeps those after `marker` and at most a page of them ([`page_limit`]);
+/// answers the `next` link when some were left out.
 fn page(
     request: &Request,
     asked: &Asked<'_>,
@@ -114,33 +144,40 @@ fn page(
             .ok_or_else(|| ApiError::bad_request(format!("Marker {marker} could not be found.")))?;
         items.drain(..=at);
     }
-    let limit = match request.param("limit") {
-        None => None,
-        Some(text) => match text.parse::<u64>() {
-            Ok(0) => None,
-            Ok(n) => Some(usize::try_from(n.min(1000)).unwrap_or(1000)),
-            Err(_) => {
-                return Err(ApiError::bad_request(format!(
-                    "Invalid value for limit: {text:?}; a positive integer is expected"
-                )));
-            }
-        },
-    };
-    if let Some(limit) = limit
-        && items.len() > limit
-    {
+    let limit = page_limit(request)?;
+    if items.len() > limit {
         items.truncate(limit);
-        let last = items.last().and_then(|i| i["uuid"].as_str()).unwrap_or_default().to_owned();
-        let mut query: Vec<(String, String)> =
-            request.query.iter().filter(|(k, _)| k != "marker" && k != "limit").cloned().collect();
-        query.push(("limit".into(), limit.to_string()));
-        query.push(("marker".into(), last));
-        let text: Vec<String> =
-            query.iter().map(|(k, v)| format!("{}={}", encode(k), encode(v))).collect();
-        let path = request.segments.join("/");
-        return Ok(Some(format!("{}/v1/{path}?{}", request.base, text.join("&"))));
+        return Ok(items.last().map(|last| next_link(request, limit, last)));
     }
     Ok(None)
+}
+
+/// The link to the page after `last`: the request's query with `limit` and `marker` set.
+fn next_link(request: &Request, limit: usize, last: &Value) -> String {
+    let last = last["uuid"].as_str().unwrap_or_default().to_owned();
+    let mut query: Vec<(String, String)> =
+        request.query.iter().filter(|(k, _)| k != "marker" && k != "limit").cloned().collect();
+    query.push(("limit".into(), limit.to_string()));
+    query.push(("marker".into(), last));
+    let text: Vec<String> =
+        query.iter().map(|(k, v)| format!("{}={}", encode(k), encode(v))).collect();
+    let path = request.segments.join("/");
+    format!("{}/v1/{path}?{}", request.base, text.join("&"))
+}
+
+/// The page size asked (`limit`), at most `[api] max_limit`, which is also the page of a list
+/// asked without one (or with `limit=0`), as Ironic pages.
+pub(crate) fn page_limit(request: &Request) -> Result<usize, ApiError> {
+    match request.param("limit") {
+        None => Ok(request.max_limit),
+        Some(text) => match text.parse::<u64>() {
+            Ok(0) => Ok(request.max_limit),
+            Ok(n) => Ok(usize::try_from(n).map_or(request.max_limit, |n| n.min(request.max_limit))),
+            Err(_) => Err(ApiError::bad_request(format!(
+                "Invalid value for limit: {text:?}; a positive integer is expected"
+            ))),
+        },
+    }
 }
 
 fn encode(text: &str) -> String {

@@ -28,7 +28,7 @@ pub use resources::check_node_patch;
 use auth::{
     AUTH_FAILURES, AUTH_WINDOW, Auth, FileStamp, authenticate, dummy_hash, file_stamp, load_auth,
 };
-pub(crate) use listing::{collection, parse_fields, select};
+pub(crate) use listing::{collection, page_limit, paged, parse_fields, select};
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -441,6 +441,8 @@ pub(crate) struct Request {
     /// `http://<Host>`, for links.
     pub(crate) base: String,
     pub(crate) body: Bytes,
+    /// `[api] max_limit`: the largest page of a list.
+    pub(crate) max_limit: usize,
 }
 
 impl Request {
@@ -582,6 +584,7 @@ async fn dispatch(
         minor,
         base,
         body,
+        max_limit: state.inner.config.api.max_limit,
     };
     resources::route(state, &request).await
 }

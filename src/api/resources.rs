@@ -14,10 +14,12 @@ use super::actions::{
 use super::ironic;
 use super::{
     ApiError, ApiResult, ApiState, Request, VOLUME_MINOR, apply_patch, collection, json_response,
-    parse_fields, select, versions,
+    page_limit, paged, parse_fields, select, versions,
 };
+use bootvol_control::nodes::NodeService;
 use bootvol_core::inventory::{self, ChildSpec};
 use bootvol_core::model::hardware::Interfaces;
+use bootvol_core::model::records::NodeFilter;
 use bootvol_core::model::{
     Child, ChildKind, Node, NodeRecord, ProvisionState, Stamped, canonical_uuid, new_uuid,
 };
@@ -377,22 +379,37 @@ async fn list_nodes(
         Some(uuid) => Some(uuid.to_owned()),
         None => chassis::chassis_ref(r.param("chassis_uuid").map(|c| json!(c)))?,
     };
-    let records = state.inner.nodes.nodes().await?;
-    let mut items: Vec<Value> = Vec::new();
-    for record in &records {
-        let n = &record.node;
-        if r.param("provision_state").is_some_and(|p| p != n.provision_state.as_str())
-            || r.param("driver").is_some_and(|d| d != n.driver.as_str())
-            || maintenance.is_some_and(|m| m != n.maintenance)
-            || associated.is_some_and(|a| a != n.instance_uuid.is_some())
-            || r.param("instance_uuid").is_some_and(|i| Some(i) != n.instance_uuid.as_deref())
-            || r.param("resource_class").is_some_and(|c| Some(c) != n.resource_class.as_deref())
-            || in_chassis.as_ref().is_some_and(|c| Some(c) != n.chassis_uuid.as_ref())
-        {
-            continue;
-        }
-        items.push(node_json(state, r, record));
+    let filter = NodeFilter {
+        provision_state: r.param("provision_state").map(str::to_owned),
+        driver: r.param("driver").map(str::to_owned),
+        maintenance,
+        associated,
+        instance_uuid: r.param("instance_uuid").map(str::to_owned),
+        resource_class: r.param("resource_class").map(str::to_owned),
+        chassis_uuid: in_chassis,
+    };
+    let sort_key = r.param("sort_key").unwrap_or("created_at");
+    if NodeService::sorts_by_index(sort_key)
+        && matches!(r.param("sort_dir"), None | Some("asc" | "desc"))
+    {
+        // One keyset query for the page (and one node more, to know whether a next page is).
+        let limit = page_limit(r)?;
+        let descending = r.param("sort_dir") == Some("desc");
+        let marker = r.param("marker").map(str::to_owned);
+        let nodes = &state.inner.nodes;
+        let mut records =
+            nodes.node_page(filter, sort_key.to_owned(), descending, marker, limit + 1).await?;
+        let more = records.len() > limit;
+        records.truncate(limit);
+        let items = records.iter().map(|record| node_json(state, r, record)).collect();
+        return paged(r, "nodes", items, more, NODE_LIST_FIELDS, detail);
     }
+    let records = state.inner.nodes.nodes().await?;
+    let items = records
+        .iter()
+        .filter(|record| filter.keeps(&record.node))
+        .map(|record| node_json(state, r, record))
+        .collect();
     collection(r, "nodes", items, NODE_LIST_FIELDS, detail)
 }
 

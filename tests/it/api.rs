@@ -18,6 +18,8 @@ mod compat;
 mod groups;
 #[path = "api_ironic.rs"]
 mod ironic;
+#[path = "api_pages.rs"]
+mod pages;
 
 struct Api {
     base: String,
@@ -33,6 +35,11 @@ const PASSWORD: &str = "s3cret-pass";
 impl Api {
     /// `serve` on an empty database; `basic`: http_basic with a bcrypt htpasswd file.
     fn start(basic: bool) -> Api {
+        Api::start_with(basic, "")
+    }
+
+    /// [`Api::start`] with more `[api]` settings (`key = value` lines).
+    fn start_with(basic: bool, api_settings: &str) -> Api {
         let dir = tempfile::tempdir().unwrap();
         let htpasswd = dir.path().join("htpasswd");
         let hash = bcrypt::hash(PASSWORD, 4).unwrap();
@@ -45,7 +52,7 @@ impl Api {
         } else {
             "[api]\nauth_strategy = \"noauth\"\n".to_owned()
         };
-        let text = format!("{}{auth}", config_text(dir.path()));
+        let text = format!("{}{auth}{api_settings}", config_text(dir.path()));
         let config = Config::from_toml(&text, "test").unwrap();
         let (addr, boot, shutdown) = crate::support::start_serve(config);
         Api {

@@ -482,6 +482,15 @@ fn with_causes(e: &dyn std::error::Error) -> String {
     message
 }
 
+/// What a PostgreSQL error says: the server's message and SQLSTATE, never its detail (which can
+/// quote the values of a row), or the client's own error.
+pub(crate) fn pg_message(e: &postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{} (SQLSTATE {})", db.message(), db.code().code()),
+        None => e.to_string(),
+    }
+}
+
 /// A PostgreSQL error, as unavailability when the connection is gone.
 pub(crate) fn pg_error(e: postgres::Error) -> DbError {
     // No answer from a server (I/O, closed), a connection exception (class 08), or the server

@@ -31,7 +31,8 @@
 //! # Layout
 //!
 //! - [`engine`]: one connection type over either engine; [`migrations`]: the schema steps.
-//! - [`nodes`] and [`rows`]: reading nodes; [`writes`]: one write path per row; [`apply`]: an
+//! - [`nodes`] and [`rows`]: reading nodes; [`pages`]: a page of the node list by a keyset
+//!   query; [`writes`]: one write path per row; [`apply`]: an
 //!   inventory applied in one transaction; [`runtime`]: a node's runtime fields.
 //! - [`volumes`]: attachment records, connection info, events; [`history`]: the rack-wide
 //!   history of events, filtered and paged; [`sync`]: the last Cinder pass.
@@ -53,6 +54,7 @@ pub mod listen;
 mod locks;
 mod migrations;
 mod nodes;
+mod pages;
 mod portgroups;
 mod probe;
 mod rows;
@@ -78,6 +80,7 @@ pub use cluster::{Instance, serve_id};
 pub use copy::{CopyError, TableCheck};
 pub use handle::Database;
 pub use locks::{ActionToken, LEASE_SECS, LockHolder, ProcessId, instance_id};
+pub use pages::{NodePage, PageError, sortable};
 pub use shared::{LockError, Locked, NodeLock, SharedDb};
 pub use sync::{SYNC_MESSAGE_LIMIT, SyncPass, SyncPassOutcome, SyncRunner, SyncStatus};
 pub use volumes::{AttachmentRecord, AttachmentState, Event};
@@ -88,7 +91,8 @@ pub use writes::WriteError;
 pub enum DbError {
     #[error("database: {0}")]
     Sqlite(#[from] rusqlite::Error),
-    #[error("database: {0}")]
+    /// The server's message and SQLSTATE (its detail, which can quote a row's values, is left out).
+    #[error("database: {}", engine::pg_message(.0))]
     Postgres(#[from] postgres::Error),
     /// The engine cannot be reached (PostgreSQL down or the connection lost): writes answer 503.
     #[error("database unavailable: {0}")]

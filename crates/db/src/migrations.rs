@@ -287,6 +287,11 @@ CREATE INDEX ports_portgroup ON ports(portgroup_id);
 ALTER TABLE nodes ADD COLUMN console_enabled INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE nodes ADD COLUMN target_raid_config TEXT NOT NULL DEFAULT '{}';
 "#,
+    // The node list's default order (`created_at`, then `uuid`) from an index, a page at a
+    // time (`pages`).
+    r#"
+CREATE INDEX nodes_created ON nodes(created_at, uuid);
+"#,
 ];
 
 /// PostgreSQL's timestamp text, as SQLite's `strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now')`.
@@ -567,6 +572,9 @@ CREATE INDEX ports_portgroup ON ports(portgroup_id);
     r#"
 ALTER TABLE nodes ADD COLUMN console_enabled BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE nodes ADD COLUMN target_raid_config TEXT NOT NULL DEFAULT '{}';
+"#,
+    r#"
+CREATE INDEX nodes_created ON nodes(created_at, uuid);
 "#,
 ];
 

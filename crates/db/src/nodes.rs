@@ -96,14 +96,15 @@ impl Db {
     }
 
     /// The nodes a SELECT of [`NODE_COLUMNS`] gives, with their children.
-    fn records_from(
+    pub(super) fn records_from(
         &self,
         sql: &str,
         args: &[Value],
         children: Children<'_>,
     ) -> Result<Vec<NodeRecord>, DbError> {
-        let mut records: Vec<NodeRecord> = self
-            .decoded(sql, args, node_from_row)?
+        let decoded = self.decoded(sql, args, node_from_row)?;
+        let ids: Vec<i64> = decoded.iter().map(|(id, _)| *id).collect();
+        let mut records: Vec<NodeRecord> = decoded
             .into_iter()
             .map(|(_, node)| NodeRecord {
                 node,
@@ -122,6 +123,7 @@ impl Db {
                 ChildRows::NameRange(after.to_owned(), last.node.name.clone())
             }
             (_, Children::All) => ChildRows::All,
+            (_, Children::Read) => ChildRows::Ids(ids),
         };
         let at: HashMap<String, usize> =
             records.iter().enumerate().map(|(i, r)| (r.node.uuid.clone(), i)).collect();
@@ -145,11 +147,13 @@ impl Db {
 
 /// Which children [`Db::records_from`] reads when it reads more than one node.
 #[derive(Clone, Copy)]
-enum Children<'a> {
+pub(super) enum Children<'a> {
     /// Every child row.
     All,
     /// Those of the nodes named after this name, up to the page's last.
     NamesIn(&'a str),
+    /// Those of the nodes read, by their row ids (a page in any order).
+    Read,
 }
 
 /// Whose child rows to read.
@@ -158,8 +162,38 @@ pub(super) enum ChildRows {
     All,
     /// One node's, by its UUID.
     Node(String),
+    /// Those of the nodes with these row ids (a page of a list).
+    Ids(Vec<i64>),
     /// Those of the nodes named after the first name, up to and including the second.
     NameRange(String, String),
+    /// The port with this address (its unique index), of one node when given.
+    Address(String, Option<String>),
+}
+
+impl ChildRows {
+    /// The `WHERE` clause (on `n`, the nodes joined; empty for all) and its arguments.
+    pub(super) fn clause(&self) -> (String, Vec<Value>) {
+        match self {
+            ChildRows::All => (String::new(), Vec::new()),
+            ChildRows::Node(uuid) => (" WHERE n.uuid = ?1".into(), vec![Value::from(uuid)]),
+            ChildRows::NameRange(after, last) => (
+                " WHERE n.name > ?1 AND n.name <= ?2".into(),
+                vec![Value::from(after), Value::from(last)],
+            ),
+            ChildRows::Address(mac, None) => {
+                (" WHERE c.address = ?1".into(), vec![Value::from(mac)])
+            }
+            ChildRows::Address(mac, Some(node)) => (
+                " WHERE c.address = ?1 AND n.uuid = ?2".into(),
+                vec![Value::from(mac), Value::from(node)],
+            ),
+            ChildRows::Ids(ids) => {
+                let marks: Vec<String> = (1..=ids.len()).map(|i| format!("?{i}")).collect();
+                let list = if marks.is_empty() { "NULL".to_owned() } else { marks.join(", ") };
+                (format!(" WHERE n.id IN ({list})"), ids.iter().map(Value::from).collect())
+            }
+        }
+    }
 }
 
 /// Puts each child row into its node's record (`at`: record index by node UUID).

@@ -10,17 +10,18 @@ use super::nodes::ChildRows;
 use super::{Db, DbError};
 use bootvol_core::model::hardware::Interfaces;
 use bootvol_core::model::{
-    Child, ChildKind, JsonMap, Node, Port, PortFields, Stamped, ValueError, VolumeConnector,
-    VolumeTarget,
+    Child, ChildKind, JsonMap, MacAddr, Node, Port, PortFields, Stamped, ValueError,
+    VolumeConnector, VolumeTarget,
 };
 
-/// The node columns [`node_from_row`] reads, in order.
+/// The node columns [`node_from_row`] reads, in order. The chassis' UUID is named
+/// `chassis_uuid`: unnamed, PostgreSQL calls it `uuid`, and an `ORDER BY uuid` is then ambiguous.
 pub(super) const NODE_COLUMNS: &str = "id, uuid, name, driver, driver_info, properties, instance_info, driver_internal_info, \
     extra, storage_interface, boot_interface, deploy_interface, power_state, target_power_state, provision_state, \
     target_provision_state, maintenance, maintenance_reason, last_error, created_at, updated_at, \
     instance_uuid, resource_class, console_interface, inspect_interface, management_interface, \
     network_interface, power_interface, raid_interface, rescue_interface, vendor_interface, \
-    provision_updated_at, (SELECT ch.uuid FROM chassis ch WHERE ch.id = nodes.chassis_id), \
+    provision_updated_at, (SELECT ch.uuid FROM chassis ch WHERE ch.id = nodes.chassis_id) AS chassis_uuid, \
     console_enabled, target_raid_config";
 
 /// Child rows with their node and timestamps.
@@ -49,25 +50,24 @@ impl Db {
     }
 
     pub(super) fn node_traits(&self, which: &ChildRows) -> Result<Vec<(String, String)>, DbError> {
-        let select = "SELECT n.uuid, t.trait FROM node_traits t JOIN nodes n ON n.id = t.node_id";
-        let rows = match which {
-            ChildRows::All => {
-                self.conn.query(&format!("{select} ORDER BY n.uuid, t.trait"), &[])?
-            }
-            ChildRows::Node(uuid) => self
-                .conn
-                .query(&format!("{select} WHERE n.uuid = ?1 ORDER BY t.trait"), args![uuid])?,
-            ChildRows::NameRange(after, last) => self.conn.query(
-                &format!("{select} WHERE n.name > ?1 AND n.name <= ?2 ORDER BY n.uuid, t.trait"),
-                args![after, last],
-            )?,
-        };
+        let (condition, args) = which.clause();
+        let sql = format!(
+            "SELECT n.uuid, t.trait FROM node_traits t JOIN nodes n ON n.id = t.node_id{condition} \
+             ORDER BY n.uuid, t.trait"
+        );
+        let rows = self.conn.query(&sql, &args)?;
         rows.iter().map(|r| Ok((r.get(0)?, r.get(1)?))).collect()
     }
 
     /// Every port (or the ports of one node), by address.
     pub fn stamped_ports(&self, node_uuid: Option<&str>) -> Rows<Port> {
         self.ports_of(&node_uuid.map_or(ChildRows::All, |u| ChildRows::Node(u.to_owned())))
+    }
+
+    /// The port with this address (none or one: addresses are unique), of one node when
+    /// given: one indexed lookup, not a read of every port.
+    pub fn stamped_port_by_address(&self, mac: MacAddr, node_uuid: Option<&str>) -> Rows<Port> {
+        self.ports_of(&ChildRows::Address(mac.to_string(), node_uuid.map(str::to_owned)))
     }
 
     pub(super) fn ports_of(&self, which: &ChildRows) -> Rows<Port> {
@@ -92,9 +92,8 @@ impl Db {
         self.children(TARGET_SELECT, "c.boot_index", which, target_from_row)
     }
 
-    /// The rows of a child SELECT: every one, those of one node (by the node's unique UUID, so
-    /// that SQLite looks the node up by index and its children by `node_id`), or those of a range
-    /// of node names (a page of the snapshot's read), in `order`.
+    /// The rows of a child SELECT, of the nodes `which` names (one node by its unique UUID, so
+    /// that SQLite looks the node up by index and its children by `node_id`), in `order`.
     fn children<T>(
         &self,
         select: &str,
@@ -102,19 +101,8 @@ impl Db {
         which: &ChildRows,
         decode: fn(&Row) -> Result<Stamped<T>, DbError>,
     ) -> Rows<T> {
-        match which {
-            ChildRows::All => self.decoded(&format!("{select} ORDER BY {order}"), &[], decode),
-            ChildRows::Node(uuid) => self.decoded(
-                &format!("{select} WHERE n.uuid = ?1 ORDER BY {order}"),
-                args![uuid],
-                decode,
-            ),
-            ChildRows::NameRange(after, last) => self.decoded(
-                &format!("{select} WHERE n.name > ?1 AND n.name <= ?2 ORDER BY {order}"),
-                args![after, last],
-                decode,
-            ),
-        }
+        let (condition, args) = which.clause();
+        self.decoded(&format!("{select}{condition} ORDER BY {order}"), &args, decode)
     }
 
     /// One port, connector or target by UUID.

@@ -99,6 +99,13 @@ async fn group_filter(
     Ok(Some(state.inner.nodes.portgroup(ident).await?.uuid))
 }
 
+/// The `address=` filter of the port list, a MAC in any of its spellings.
+fn address_filter(r: &Request) -> Result<Option<bootvol_core::model::MacAddr>, ApiError> {
+    r.param("address")
+        .map(|a| a.parse().map_err(|e| ApiError::bad_request(format!("address: {e}"))))
+        .transpose()
+}
+
 /// A list of children (`node`: one node's; `group`: one port group's ports).
 pub(super) async fn list_children(
     state: &ApiState,
@@ -118,16 +125,12 @@ pub(super) async fn list_children(
     let nodes = &state.inner.nodes;
     let rows: Vec<Stamped<Child>> = match kind {
         ChildKind::Port => {
-            let address = r
-                .param("address")
-                .map(|a| {
-                    a.parse::<bootvol_core::model::MacAddr>()
-                        .map_err(|e| ApiError::bad_request(format!("address: {e}")))
-                })
-                .transpose()?;
-            let ports = nodes.ports(node).await?.into_iter();
+            let ports = match address_filter(r)? {
+                Some(mac) => nodes.port_by_address(mac, node).await?,
+                None => nodes.ports(node).await?,
+            };
             ports
-                .filter(|s| address.is_none_or(|a| s.item.address == a))
+                .into_iter()
                 .filter(|s| group.is_none() || groups.get(&s.item.uuid) == group.as_ref())
                 .map(|s| s.map(Child::Port))
                 .collect()

@@ -231,7 +231,8 @@ impl Conductor {
         &self.tasks
     }
 
-    fn changed(&self) {
+    /// Tells whoever serves the nodes (the snapshot's watcher) that they changed.
+    pub(crate) fn changed(&self) {
         if let Some(f) = &self.on_change {
             f();
         }

@@ -25,10 +25,11 @@ use serde_json::json;
 use crate::conductor::{Action, Conductor, ConductorError, locked_message};
 use crate::probe::NodeProbe;
 use bootvol_core::inventory::{ChildSpec, NodeSpec};
+use bootvol_core::model::records::NodeFilter;
 pub use bootvol_core::model::records::{AttachmentRecord, Event, EventFilter};
 pub use bootvol_core::model::sync::SyncStatus;
 use bootvol_core::model::{
-    Child, ChildKind, NodeRecord, Port, ProvisionState, Stamped, StorageInterfaceName,
+    Child, ChildKind, MacAddr, NodeRecord, Port, ProvisionState, Stamped, StorageInterfaceName,
     VolumeConnector, VolumeTarget,
 };
 use bootvol_core::probe::Report;
@@ -156,6 +157,39 @@ impl NodeService {
         Ok(self.db().run(|db| db.node_records()).await?)
     }
 
+    /// Whether the node list can be sorted by `field` in the database (a keyset page, see
+    /// [`NodeService::node_page`]); other fields are sorted over every node.
+    pub fn sorts_by_index(field: &str) -> bool {
+        bootvol_db::sortable(field).is_some()
+    }
+
+    /// One page of the node list: the nodes `filter` keeps, by `sort_key` (one that
+    /// [`NodeService::sorts_by_index`]) then UUID, those after node `marker`, at most `limit`.
+    /// An unknown marker is refused as Ironic refuses it.
+    pub async fn node_page(
+        &self,
+        filter: NodeFilter,
+        sort_key: String,
+        descending: bool,
+        marker: Option<String>,
+        limit: usize,
+    ) -> Result<Vec<NodeRecord>, NodeError> {
+        let read = self.db().run(move |db| {
+            let page = bootvol_db::NodePage {
+                filter: &filter,
+                sort_key: &sort_key,
+                descending,
+                marker: marker.as_deref(),
+                limit,
+            };
+            db.node_page(&page)
+        });
+        read.await.map_err(|e| match e {
+            bootvol_db::PageError::Db(e) => NodeError::from(e),
+            refused => NodeError::Invalid(refused.to_string()),
+        })
+    }
+
     /// Folds every node, by name, into `acc` a page of records at a time: what a view of every
     /// node keeps of each (a summary row) is all it holds, never every decoded record at once
     /// (10,000 of those cost tens of megabytes that the allocator keeps).
@@ -201,6 +235,15 @@ impl NodeService {
     /// Every port, or those of one node.
     pub async fn ports(&self, node_uuid: Option<String>) -> Result<Vec<Stamped<Port>>, NodeError> {
         Ok(self.db().run(move |db| db.stamped_ports(node_uuid.as_deref())).await?)
+    }
+
+    /// The port with this address (of one node when given): one indexed read.
+    pub async fn port_by_address(
+        &self,
+        mac: MacAddr,
+        node_uuid: Option<String>,
+    ) -> Result<Vec<Stamped<Port>>, NodeError> {
+        Ok(self.db().run(move |db| db.stamped_port_by_address(mac, node_uuid.as_deref())).await?)
     }
 
     /// Every volume connector, or those of one node.
@@ -385,6 +428,7 @@ impl NodeService {
             self.db().run(move |db| db.set_maintenance(&uuid, on, reason.as_deref()))
         };
         write.await?;
+        self.conductor.changed();
         let payload = json!({"node_uuid": uuid, "node_name": record.node.name,
                              "maintenance": on, "reason": reason});
         let event_type = "baremetal.node.maintenance_set.end".to_owned();
@@ -474,7 +518,10 @@ impl NodeService {
     /// Records a create, update or delete as an event with Ironic's name
     /// (`baremetal.node.update.end`, `baremetal.port.create.end`, ...): the node's history, and
     /// the webhook's, shows who changed what. A failure to record is logged; the change stands.
+    /// The snapshot's watcher is told at once (it reads the change log now, not at its next
+    /// `[database] watch_interval_ms` tick), so the change is served within milliseconds.
     async fn record_change(&self, resource: &str, action: &str, node_uuid: &str, uuid: &str) {
+        self.conductor.changed();
         let payload = json!({"uuid": uuid, "node_uuid": node_uuid});
         let event_type = format!("baremetal.{resource}.{action}.end");
         self.db().record_event(node_uuid, event_type, "info", payload).await;

@@ -169,6 +169,9 @@ pub struct ApiSection {
     /// A second, plain-HTTP listener of the REST API alone (no admin page), on a loopback
     /// address only (the appliance's `127.0.0.1:6386`, for tools on the box itself).
     pub loopback_listen: Option<SocketAddr>,
+    /// Ironic's option: the most items one list answer holds, and the page a list asked
+    /// without `limit` gets; the rest is behind the answer's `next` link.
+    pub max_limit: usize,
     /// As in `[http]`.
     pub header_timeout: u64,
     pub idle_timeout: u64,
@@ -193,6 +196,7 @@ impl Default for ApiSection {
             tls_cert: None,
             tls_key: None,
             loopback_listen: None,
+            max_limit: 1000,
             header_timeout: DEFAULT_LIMITS.0,
             idle_timeout: DEFAULT_LIMITS.1,
             body_timeout: DEFAULT_DEADLINES.0,
@@ -246,6 +250,9 @@ impl HttpSection {
         self.connection_limits().check(&HTTP_LIMIT_KEYS)
     }
 }
+
+/// The largest `[api] max_limit`.
+const MAX_PAGE: usize = 10_000;
 
 impl ApiSection {
     /// The base of the API's links: empty, or a plain URL.
@@ -317,6 +324,10 @@ impl ApiSection {
     }
 
     pub(super) fn validate_limits(&self) -> Result<(), Invalid> {
+        // A page's children are read by the ids of its nodes, one statement parameter each.
+        if !(1..=MAX_PAGE).contains(&self.max_limit) {
+            return Err(("api.max_limit", format!("must be from 1 to {MAX_PAGE}")));
+        }
         self.connection_limits().check(&API_LIMIT_KEYS)
     }
 }

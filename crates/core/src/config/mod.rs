@@ -402,6 +402,8 @@ mod tests {
             ("[http]\nmax_connections = 0\n", "http.max_connections"),
             ("[api]\nmax_connections = 10\n", "api.max_connections_per_client"),
             ("[tftp]\nmax_transfers = 0\n", "tftp.max_transfers"),
+            ("[api]\nmax_limit = 0\n", "api.max_limit"),
+            ("[api]\nmax_limit = 10001\n", "api.max_limit"),
             ("[tftp]\nmax_transfers_per_client = 201\n", "tftp.max_transfers_per_client"),
         ];
         for (text, key) in cases {

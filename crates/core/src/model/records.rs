@@ -1,6 +1,6 @@
 //! The records the control plane reads back from the database as plain values: a volume
-//! attachment's progress, a persisted event and the filter of the rack-wide history of events
-//! ([`EventFilter`]). Owns their shape only; how they are stored
+//! attachment's progress, a persisted event, the filter of the rack-wide history of events
+//! ([`EventFilter`]) and that of the node list ([`NodeFilter`]). Owns their shape only; how they are stored
 //! (tables, columns, SQL) is the database crate's business, and nothing here does I/O.
 
 use serde_json::Value;
@@ -94,4 +94,34 @@ pub struct EventFilter {
     pub after: Option<i64>,
     /// Events a page.
     pub limit: u32,
+}
+
+/// The node list's filters, Ironic's (each unset: any).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeFilter {
+    pub provision_state: Option<String>,
+    pub driver: Option<String>,
+    pub maintenance: Option<bool>,
+    /// Whether an instance is associated (`instance_uuid` set).
+    pub associated: Option<bool>,
+    pub instance_uuid: Option<String>,
+    pub resource_class: Option<String>,
+    pub chassis_uuid: Option<String>,
+}
+
+impl NodeFilter {
+    /// Whether `node` passes every filter (what the database's query keeps, for a list sorted
+    /// over every node).
+    pub fn keeps(&self, node: &super::Node) -> bool {
+        let same = |want: &Option<String>, got: Option<&str>| {
+            want.as_deref().is_none_or(|w| Some(w) == got)
+        };
+        same(&self.provision_state, Some(node.provision_state.as_str()))
+            && same(&self.driver, Some(node.driver.as_str()))
+            && self.maintenance.is_none_or(|m| m == node.maintenance)
+            && self.associated.is_none_or(|a| a == node.instance_uuid.is_some())
+            && same(&self.instance_uuid, node.instance_uuid.as_deref())
+            && same(&self.resource_class, node.resource_class.as_deref())
+            && same(&self.chassis_uuid, node.chassis_uuid.as_deref())
+    }
 }
