@@ -45,8 +45,6 @@ use crate::support::tgtd::{Account, Target, Tgtd};
 use crate::support::{BASE, LAN, NIC_ROM, Need, OVMF, TGT, begin, env, tail};
 use crate::volumes::bios_volume;
 
-/// Turns a missing image into a failure.
-const REQUIRE_VAR: &str = "BOOTVOL_REQUIRE_APPLIANCE";
 /// Where the image is, if not at the default path.
 const IMAGE_VAR: &str = "BOOTVOL_APPLIANCE_IMAGE";
 /// The appliance's address (dnsmasq gives it to VM 1's MAC).
@@ -70,24 +68,16 @@ const TOOLS: &[Need] = &[
 ];
 
 /// The image, or `None` (after saying why) when the test is to be skipped.
-fn appliance_image(name: &str) -> Option<PathBuf> {
+fn appliance_image() -> Option<PathBuf> {
     let image = env(IMAGE_VAR).map(PathBuf::from).unwrap_or_else(|| {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("target/appliance/bootvol-appliance.img")
     });
     if image.is_file() {
         return Some(image);
     }
-    let why = format!(
-        "{}: no appliance image (build it with `image/build-appliance.sh` as root after \
-         `cargo build --release --locked`)",
-        image.display()
-    );
-    if env(REQUIRE_VAR).is_some_and(|v| v == "1") {
-        panic!("{name}: {REQUIRE_VAR}=1 but {why}");
-    }
-    let _ = writeln!(
-        std::io::stderr(),
-        "{name}: skipped: {why}; set {REQUIRE_VAR}=1 to make this a failure"
+    crate::skip::skip(
+        crate::skip::APPLIANCE,
+        &format!("no appliance image at {}", image.display()),
     );
     None
 }
@@ -106,7 +96,7 @@ fn appliance_uefi_serves_a_node_and_falls_back_from_a_broken_slot() {
 }
 
 fn appliance_round(name: &'static str, firmware: Firmware) {
-    let Some(image) = appliance_image(name) else { return };
+    let Some(image) = appliance_image() else { return };
     let needs: &[&[Need]] = if firmware == Firmware::Bios {
         &[BASE, TGT, NIC_ROM, LAN, TOOLS]
     } else {

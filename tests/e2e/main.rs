@@ -3,8 +3,8 @@
 //! volume prints its own marker on COM1 and stops QEMU with a known exit status, so a test passes
 //! only when the right volume booted.
 //!
-//! The boots need root and the packages `.ci/e2e-deps.sh` installs. Without them a test prints
-//! "skipped: ..." and passes, unless `BOOTVOL_REQUIRE_E2E=1` (CI) makes it fail. Boots run one at
+//! The boots need root and the packages `.ci/e2e-deps.sh` installs. Without them a test is
+//! skipped, saying so (`skip`), unless `BOOTVOL_REQUIRE_E2E=1` (CI) makes it fail. Boots run one at
 //! a time, and every process a test starts is killed when it ends, even when it panics (and by
 //! the kernel if the test process itself dies). A failing test keeps its scratch directory (the
 //! serial log, QEMU's, bootvol's and every daemon's log) and names it on stderr;
@@ -23,6 +23,9 @@ mod neighbour;
 mod nfs_root;
 mod proxy_dhcp;
 mod reports;
+#[path = "../lib/skip.rs"]
+#[allow(dead_code)] // the kinds of tools the other test binary needs
+mod skip;
 mod support;
 mod uefi;
 mod volumes;

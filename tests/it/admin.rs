@@ -548,13 +548,7 @@ fn headless_chromium_login_create_power_screenshot_logout() {
             .map(|p| p.display().to_string())
             .collect();
     if !missing.is_empty() {
-        let what = format!("missing {}", missing.join(" and "));
-        let required = std::env::var("BOOTVOL_REQUIRE_BROWSER").is_ok_and(|v| v == "1");
-        assert!(
-            !required,
-            "BOOTVOL_REQUIRE_BROWSER=1 but {what}: run tests/admin/setup.sh as root"
-        );
-        eprintln!("skipped: {what} (run tests/admin/setup.sh as root)");
+        crate::skip::skip(crate::skip::BROWSER, &format!("{} missing", missing.join(" and ")));
         return;
     }
     let admin = Admin::start();

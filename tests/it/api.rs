@@ -889,14 +889,7 @@ fn venv_bin() -> Option<PathBuf> {
     if bin.join("baremetal").exists() && bin.join("openstack").exists() {
         return Some(bin);
     }
-    #[allow(clippy::disallowed_methods)]
-    let required = std::env::var("BOOTVOL_REQUIRE_API_CLIENTS").is_ok_and(|v| v == "1");
-    assert!(
-        !required,
-        "BOOTVOL_REQUIRE_API_CLIENTS=1 but {} is missing: run tests/api/setup-venv.sh",
-        bin.display()
-    );
-    eprintln!("skipped: no client venv at {} (run tests/api/setup-venv.sh)", bin.display());
+    crate::skip::skip(crate::skip::API_CLIENTS, &format!("no client venv at {}", bin.display()));
     None
 }
 

@@ -9,12 +9,6 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-/// Whether the real-Cinder tests must run (CI) or may be skipped when the venv is missing.
-#[allow(clippy::disallowed_methods)] // the one switch tests read from the environment
-fn required() -> bool {
-    std::env::var("BOOTVOL_REQUIRE_CINDER").is_ok_and(|v| v == "1")
-}
-
 fn venv_python() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("target/cinder-venv/bin/python")
 }
@@ -38,14 +32,9 @@ impl Cinder {
     pub(crate) fn start() -> Option<Cinder> {
         let python = venv_python();
         if !python.exists() {
-            assert!(
-                !required(),
-                "real Cinder is required but {} is missing: run tests/cinder/setup-venv.sh",
-                python.display()
-            );
-            eprintln!(
-                "skipped: no real Cinder ({} missing; run tests/cinder/setup-venv.sh)",
-                python.display()
+            crate::skip::skip(
+                crate::skip::CINDER,
+                &format!("no real Cinder: {} missing", python.display()),
             );
             return None;
         }
@@ -217,7 +206,8 @@ pub(crate) struct FaultProxy {
     pub(crate) url: String,
     rules: Arc<Mutex<Vec<Rule>>>,
     pub(crate) log: Arc<Mutex<Vec<String>>>,
-    shutdown: tokio_util::sync::CancellationToken,
+    /// Stops and joins the proxy when the test ends.
+    _server: crate::support::Background,
 }
 
 impl FaultProxy {
@@ -225,28 +215,16 @@ impl FaultProxy {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let rules: Arc<Mutex<Vec<Rule>>> = Arc::default();
         let log: Arc<Mutex<Vec<String>>> = Arc::default();
-        let shutdown = tokio_util::sync::CancellationToken::new();
-        let (tx, rx) = std::sync::mpsc::channel();
         let state = (upstream.to_owned(), Arc::clone(&rules), Arc::clone(&log));
-        let token = shutdown.clone();
-        std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .unwrap();
-            runtime.block_on(async move {
-                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-                tx.send(listener.local_addr().unwrap()).unwrap();
+        let (addr, server) =
+            crate::support::Background::serve("the fault proxy", |listener, shutdown| async move {
                 let app = axum::Router::new().fallback(forward).with_state(state);
                 axum::serve(listener, app)
-                    .with_graceful_shutdown(token.cancelled_owned())
-                    .await
-                    .unwrap();
+                    .with_graceful_shutdown(shutdown.cancelled_owned())
+                    .await?;
+                Ok(())
             });
-        });
-        let addr = rx.recv().unwrap();
-        FaultProxy { url: format!("http://{addr}"), rules, log, shutdown }
+        FaultProxy { url: format!("http://{addr}"), rules, log, _server: server }
     }
 
     pub(crate) fn fail(&self, method: &'static str, matches: &str, fault: Fault, times: usize) {
@@ -255,12 +233,6 @@ impl FaultProxy {
 
     pub(crate) fn clear(&self) {
         self.rules.lock().unwrap().clear();
-    }
-}
-
-impl Drop for FaultProxy {
-    fn drop(&mut self) {
-        self.shutdown.cancel();
     }
 }
 

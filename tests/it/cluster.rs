@@ -325,13 +325,7 @@ fn storm(ns: &str, appliances: &dyn Fn(usize) -> Vec<String>, kill: Option<&mut 
 #[test]
 fn three_appliances_on_one_postgres_share_writes_and_survive_failures() {
     if !usable() {
-        #[allow(clippy::disallowed_methods)] // the suite's own switch (CI), not configuration
-        let required = std::env::var("BOOTVOL_REQUIRE_POSTGRES").is_ok_and(|v| v == "1");
-        assert!(
-            !required,
-            "BOOTVOL_REQUIRE_POSTGRES=1 but root, ip, runuser or PostgreSQL 15 is missing"
-        );
-        eprintln!("skipped: needs root, ip, runuser and PostgreSQL 15");
+        crate::skip::skip(crate::skip::POSTGRES, "needs root, ip, runuser and PostgreSQL 15");
         return;
     }
     if crate::support::on_postgres() {

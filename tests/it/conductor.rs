@@ -252,43 +252,36 @@ fn serve_delivers_signed_events_to_the_webhook_and_retries() {
     // A receiver that fails its first request, then records what it gets.
     let received: Arc<Mutex<Vec<Delivery>>> = Arc::default();
     let calls = Arc::new(Mutex::new(0));
-    let (tx, rx) = std::sync::mpsc::channel();
-    {
+    let (hook, _receiver) = {
         let (received, calls) = (Arc::clone(&received), Arc::clone(&calls));
-        std::thread::spawn(move || {
-            let runtime =
-                tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-            runtime.block_on(async move {
-                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-                tx.send(listener.local_addr().unwrap()).unwrap();
-                let app = axum::Router::new().route(
-                    "/hook",
-                    axum::routing::post(
-                        move |headers: axum::http::HeaderMap, body: axum::body::Bytes| {
-                            let (received, calls) = (Arc::clone(&received), Arc::clone(&calls));
-                            async move {
-                                let mut n = calls.lock().unwrap();
-                                *n += 1;
-                                if *n == 1 {
-                                    return axum::http::StatusCode::SERVICE_UNAVAILABLE;
-                                }
-                                let signature = headers
-                                    .get("X-Bootvol-Signature")
-                                    .unwrap()
-                                    .to_str()
-                                    .unwrap()
-                                    .to_owned();
-                                received.lock().unwrap().push((signature, body.to_vec()));
-                                axum::http::StatusCode::OK
+        crate::support::Background::serve("the webhook receiver", |listener, shutdown| async move {
+            let app = axum::Router::new().route(
+                "/hook",
+                axum::routing::post(
+                    move |headers: axum::http::HeaderMap, body: axum::body::Bytes| {
+                        let (received, calls) = (Arc::clone(&received), Arc::clone(&calls));
+                        async move {
+                            let mut n = calls.lock().unwrap();
+                            *n += 1;
+                            if *n == 1 {
+                                return axum::http::StatusCode::SERVICE_UNAVAILABLE;
                             }
-                        },
-                    ),
-                );
-                axum::serve(listener, app).await.unwrap();
-            });
-        });
-    }
-    let hook = rx.recv().unwrap();
+                            let signature = headers
+                                .get("X-Bootvol-Signature")
+                                .unwrap()
+                                .to_str()
+                                .unwrap()
+                                .to_owned();
+                            received.lock().unwrap().push((signature, body.to_vec()));
+                            axum::http::StatusCode::OK
+                        }
+                    },
+                ),
+            );
+            axum::serve(listener, app).with_graceful_shutdown(shutdown.cancelled_owned()).await?;
+            Ok(())
+        })
+    };
     let http = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
     let tftp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
     let app = appliance(&format!(

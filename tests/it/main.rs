@@ -29,6 +29,9 @@ mod reports;
 mod scenarios;
 mod sdnotify;
 mod serve;
+#[path = "../lib/skip.rs"]
+#[allow(dead_code)] // the kinds of tools the other test binary needs
+mod skip;
 mod support;
 mod tftp;
 mod tidy;

@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 use bootvol_core::config::Config;
 use bootvol_core::inventory::{self, Format};
 use bootvol_db::Db;
-use tokio_util::sync::CancellationToken;
 
 use crate::support::{config_text, fixture};
 
@@ -25,16 +24,11 @@ struct Serve {
     dhcp: SocketAddr,
     boot: String,
     tftp: SocketAddr,
-    shutdown: CancellationToken,
+    /// Stops and joins `serve` when the test ends.
+    _serve: crate::support::ServeGuard,
     db_path: std::path::PathBuf,
     binary: Vec<u8>,
     _dir: tempfile::TempDir,
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        self.shutdown.cancel();
-    }
 }
 
 /// `serve` with http_basic auth, the scenario inventory (12 nodes, all `active`, fake power), a
@@ -60,7 +54,7 @@ fn start() -> Serve {
     let specs = inventory::parse(&inventory, Format::Json, &config).unwrap();
     Db::open_config(&config.database).unwrap().apply_inventory(&specs, false).unwrap();
     let db_path = config.database.path.clone();
-    let (bound, shutdown, _thread) = crate::support::spawn_serve(config, true);
+    let (bound, serve) = crate::support::serve_guarded(config, true);
     let (api, boot, tftp) = (bound.api, bound.boot, bound.tftp);
     let metrics = bound.metrics.expect("asked for");
     Serve {
@@ -69,7 +63,7 @@ fn start() -> Serve {
         dhcp,
         boot: format!("http://{boot}"),
         tftp,
-        shutdown,
+        _serve: serve,
         db_path,
         binary,
         _dir: dir,
@@ -314,10 +308,8 @@ fn a_broken_database_is_reported_while_boots_go_on_from_the_snapshot() {
 #[test]
 #[allow(clippy::disallowed_methods)] // tests drive real programs
 fn a_real_prometheus_scrapes_every_family() {
-    let required = std::env::var("BOOTVOL_REQUIRE_PROMETHEUS").is_ok_and(|v| v == "1");
     if !Path::new("/usr/bin/prometheus").exists() {
-        assert!(!required, "BOOTVOL_REQUIRE_PROMETHEUS=1 but /usr/bin/prometheus is missing");
-        eprintln!("skipped: /usr/bin/prometheus is not installed (apt-get install prometheus)");
+        crate::skip::skip(crate::skip::PROMETHEUS, "/usr/bin/prometheus not installed");
         return;
     }
     let serve = start();

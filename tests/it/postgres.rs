@@ -125,11 +125,7 @@ fn change_seq_follows_commit_order_under_concurrent_writers() {
 fn tls_with_ca_file_checks_the_server_certificate() {
     let Some(admin) = test_database_url() else { return };
     // On the suite's PostgreSQL pass, under BOOTVOL_REQUIRE_POSTGRES=1 (CI), a skip is a failure.
-    let skip = |why: &str| {
-        let required = std::env::var("BOOTVOL_REQUIRE_POSTGRES").is_ok_and(|v| v == "1");
-        assert!(!required, "BOOTVOL_REQUIRE_POSTGRES=1 but the TLS test {why}");
-        eprintln!("skipped: {why}");
-    };
+    let skip = |why: &str| crate::skip::skip(crate::skip::POSTGRES, why);
     let Some(port) = admin.strip_prefix("postgres://postgres@%2F").and_then(|rest| {
         rest.split(':').nth(1).and_then(|p| p.split('/').next()).map(str::to_owned)
     }) else {
@@ -242,38 +238,60 @@ fn tls_with_ca_file_checks_the_server_certificate() {
 
 /// What a fake server that declines TLS received: it answers `N` to the SSLRequest and, to
 /// whatever follows, `AuthenticationCleartextPassword`, as a downgrading host on the path would.
-fn declining_server() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<u8>>>) {
-    use std::io::{Read, Write};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
+/// Stopped and joined with the test (the third value).
+fn declining_server() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<u8>>>, crate::support::Background)
+{
     let received = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let seen = std::sync::Arc::clone(&received);
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { return };
-            let seen = std::sync::Arc::clone(&seen);
-            std::thread::spawn(move || {
-                stream.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
-                let read = |stream: &mut std::net::TcpStream| -> Option<Vec<u8>> {
-                    let mut buf = [0u8; 4096];
-                    let n = stream.read(&mut buf).ok().filter(|n| *n > 0)?;
-                    seen.lock().unwrap().extend_from_slice(&buf[..n]);
-                    Some(buf[..n].to_vec())
+    let (addr, server) = crate::support::Background::serve(
+        "the declining server",
+        |listener, shutdown| async move {
+            let connections = tokio_util::task::TaskTracker::new();
+            loop {
+                let (stream, _) = tokio::select! {
+                    () = shutdown.cancelled() => break,
+                    accepted = listener.accept() => accepted?,
                 };
-                let Some(first) = read(&mut stream) else { return };
-                // SSLRequest: length 8, code 80877103.
-                if first.get(4..8) == Some(&80_877_103u32.to_be_bytes()[..])
-                    && (stream.write_all(b"N").is_err() || read(&mut stream).is_none())
-                {
-                    return;
-                }
-                // Whatever the startup message said: "send me your password in clear text".
-                let _ = stream.write_all(&[b'R', 0, 0, 0, 8, 0, 0, 0, 3]);
-                while read(&mut stream).is_some() {}
-            });
-        }
-    });
-    (port, received)
+                let (seen, shutdown) = (std::sync::Arc::clone(&seen), shutdown.clone());
+                connections.spawn(async move {
+                    tokio::select! {
+                        () = shutdown.cancelled() => {}
+                        () = decline(stream, seen) => {}
+                    }
+                });
+            }
+            connections.close();
+            connections.wait().await;
+            Ok(())
+        },
+    );
+    (addr.port(), received, server)
+}
+
+/// One connection of [`declining_server`]: everything read is kept in `seen`.
+async fn decline(
+    mut stream: tokio::net::TcpStream,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut buf = [0u8; 4096];
+    let mut read = async |stream: &mut tokio::net::TcpStream| -> Option<Vec<u8>> {
+        let wait = std::time::Duration::from_secs(10);
+        let n = tokio::time::timeout(wait, stream.read(&mut buf)).await.ok()?.ok()?;
+        (n > 0).then_some(())?;
+        seen.lock().unwrap().extend_from_slice(&buf[..n]);
+        Some(buf[..n].to_vec())
+    };
+    let Some(first) = read(&mut stream).await else { return };
+    // SSLRequest: length 8, code 80877103.
+    if first.get(4..8) == Some(&80_877_103u32.to_be_bytes()[..])
+        && (stream.write_all(b"N").await.is_err() || read(&mut stream).await.is_none())
+    {
+        return;
+    }
+    // Whatever the startup message said: "send me your password in clear text".
+    let _ = stream.write_all(&[b'R', 0, 0, 0, 8, 0, 0, 0, 3]).await;
+    while read(&mut stream).await.is_some() {}
 }
 
 /// `ca_file` without `sslmode`: TLS is required, so a server (or a host on the path) that
@@ -284,7 +302,7 @@ fn declining_server() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<u8>>>) {
 /// protocol's bytes for it, and bootvol's real client talks to it.
 #[test]
 fn ca_file_requires_tls_and_no_password_goes_out_in_clear() {
-    let (port, received) = declining_server();
+    let (port, received, _server) = declining_server();
     const SECRET: &str = "pg-secret-never-in-clear";
     let with = |extra: &str| {
         let extra = extra.to_owned();

@@ -42,8 +42,7 @@ fn reports_of_known_macs_are_recorded_bounded_and_change_nothing() {
     let mut db = Db::open_config(&config.database).unwrap();
     db.apply_inventory(&specs, false).unwrap();
     let before = serde_json::to_value(db.node_record("iscsi-chap").unwrap().unwrap()).unwrap();
-    let (bound, shutdown, _thread) = crate::support::spawn_serve(config, false);
-    let _stop = shutdown.drop_guard();
+    let (bound, _serve) = crate::support::serve_guarded(config, false);
     let boot = format!("http://{}", bound.boot);
     let report = |query: &str| get(&format!("{boot}/report/52-54-00-00-01-01?{query}"));
 

@@ -4,19 +4,17 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use bootvol::app::{Listeners, serve};
 use bootvol_core::config::Config;
 use bootvol_core::inventory::{self, Format};
 use bootvol_db::Db;
-use tokio_util::sync::CancellationToken;
 
 use crate::support::{config_text, fixture, render_mac, scenario_db};
 
 pub(crate) struct Server {
     pub(crate) base: String,
     pub(crate) tftp: std::net::SocketAddr,
-    shutdown: CancellationToken,
-    thread: Option<std::thread::JoinHandle<anyhow::Result<()>>>,
+    /// Stops `serve` and joins it when the test ends (its error fails the test).
+    serve: crate::support::ServeGuard,
 }
 
 impl Server {
@@ -30,42 +28,13 @@ impl Server {
         let text = std::fs::read_to_string(fixture("inventory/scenarios.json")).unwrap();
         let specs = inventory::parse(&text, Format::Json, &config).unwrap();
         Db::open_config(&config.database).unwrap().apply_inventory(&specs, false).unwrap();
-        let shutdown = CancellationToken::new();
-        let (tx, rx) = std::sync::mpsc::channel();
-        let token = shutdown.clone();
-        let thread = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()?;
-            runtime.block_on(async move {
-                let http = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-                let tftp = tokio::net::UdpSocket::bind("127.0.0.1:0").await?;
-                let api = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-                tx.send((http.local_addr()?, tftp.local_addr()?)).unwrap();
-                serve(config, Listeners { http, tftp, api, metrics: None }, token).await
-            })
-        });
-        let (addr, tftp) = rx.recv_timeout(Duration::from_secs(10)).expect("server bound");
-        let server =
-            Server { base: format!("http://{addr}"), tftp, shutdown, thread: Some(thread) };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while get(&format!("{}/boot.ipxe", server.base)).0 != 200 {
-            assert!(Instant::now() < deadline, "server never answered");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        server
+        // Returns once `/readyz` says the boot listeners are up.
+        let (bound, serve) = crate::support::serve_guarded(config, false);
+        Server { base: format!("http://{}", bound.boot), tftp: bound.tftp, serve }
     }
 
-    fn stop(mut self) -> anyhow::Result<()> {
-        self.shutdown.cancel();
-        self.thread.take().unwrap().join().unwrap()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.shutdown.cancel();
+    fn stop(self) -> Result<(), String> {
+        self.serve.stop()
     }
 }
 

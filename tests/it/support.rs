@@ -225,8 +225,15 @@ impl Appliance {
 pub(crate) fn start_serve(
     config: Config,
 ) -> (std::net::SocketAddr, std::net::SocketAddr, ServeGuard) {
-    let (bound, shutdown, thread) = spawn_serve(config, false);
-    (bound.api, bound.boot, ServeGuard { shutdown, thread: Some(thread) })
+    let (bound, guard) = serve_guarded(config, false);
+    (bound.api, bound.boot, guard)
+}
+
+/// The one way the tests run `serve`: [`spawn_serve`] (returns once `/readyz` says ready) with
+/// its guard (stops and joins it on drop; its error fails the test).
+pub(crate) fn serve_guarded(config: Config, metrics: bool) -> (Bound, ServeGuard) {
+    let (bound, shutdown, thread) = spawn_serve(config, metrics);
+    (bound, ServeGuard { shutdown, thread: Some(thread) })
 }
 
 /// A running `serve`: derefs to its shutdown token; dropped, it cancels the token and joins the
@@ -377,8 +384,10 @@ pub(crate) fn spawn_serve(
     (bound, shutdown, thread)
 }
 
-/// Waits until the API listener at `api` answers `/healthz` (the listeners start only once the
-/// first snapshot is built), failing at once when `serve` ended instead, and after 10 s.
+/// Waits until the API listener at `api` answers `/readyz` with 200 (a snapshot built and the
+/// boot listeners up: `/healthz` alone comes before the listeners report, and a test that
+/// asserted then raced them), failing at once when `serve` ended instead, and after 30 s (a
+/// busy machine) naming the last answer.
 fn wait_until_serving(
     api: std::net::SocketAddr,
     serve: &std::thread::JoinHandle<anyhow::Result<()>>,
@@ -388,22 +397,29 @@ fn wait_until_serving(
         .timeout_global(Some(std::time::Duration::from_secs(2)))
         .build()
         .into();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
-        let answered = agent.get(&format!("http://{api}/healthz")).call();
-        if answered.is_ok_and(|r| r.status() == 200) {
-            return;
-        }
-        assert!(!serve.is_finished(), "serve ended before it answered (the guard says why)");
-        assert!(std::time::Instant::now() < deadline, "serve never answered /healthz on {api}");
+        let last = match agent.get(&format!("http://{api}/readyz")).call() {
+            Ok(r) if r.status() == 200 => return,
+            Ok(mut r) => {
+                format!("{} {}", r.status(), r.body_mut().read_to_string().unwrap_or_default())
+            }
+            Err(e) => e.to_string(),
+        };
+        assert!(!serve.is_finished(), "serve ended before it was ready (the guard says why)");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "serve never answered /readyz with 200 on {api}: {last}"
+        );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
 
 /// Whether the network-namespace tests can run here: root and every tool of `tools` (`ip`
-/// always). Without them the test says so and passes, unless `BOOTVOL_REQUIRE_NETNS=1` (CI,
-/// `.ci/run`), where it fails: a security test never skips silently there.
-#[allow(clippy::disallowed_methods)] // the test suite's own switch and its tools
+/// always). Without them the test is skipped, saying so (`crate::skip`), unless
+/// `BOOTVOL_REQUIRE_NETNS=1` (CI, `.ci/run`), where it fails: a security test never skips
+/// silently there.
+#[allow(clippy::disallowed_methods)] // the test suite's tools
 pub(crate) fn netns_available(test: &str, tools: &[&str]) -> bool {
     let root = nix::unistd::geteuid().is_root();
     let missing: Vec<&str> = std::iter::once(&"ip")
@@ -426,8 +442,69 @@ pub(crate) fn netns_available(test: &str, tools: &[&str]) -> bool {
         std::iter::once("ip").chain(tools.iter().copied()).collect::<Vec<_>>().join(", "),
         if root { format!("; missing: {}", missing.join(", ")) } else { "; not root".into() }
     );
-    let required = std::env::var("BOOTVOL_REQUIRE_NETNS").is_ok_and(|v| v == "1");
-    assert!(!required, "BOOTVOL_REQUIRE_NETNS=1 but {why}");
-    eprintln!("skipped: {why}");
+    crate::skip::skip(crate::skip::NETNS, &why);
     false
+}
+
+/// A test's own server (a fault proxy, a webhook receiver, a hostile database) on a thread of
+/// its own, with a runtime: dropped, it is cancelled and joined, and fails the test (unless it
+/// is already failing) when it returned an error or panicked. Never left running past its test.
+#[derive(Debug)]
+pub(crate) struct Background {
+    what: &'static str,
+    shutdown: tokio_util::sync::CancellationToken,
+    thread: Option<std::thread::JoinHandle<anyhow::Result<()>>>,
+}
+
+impl Background {
+    /// Runs `server(listener, shutdown)` on a loopback listener of its own (port 0); returns
+    /// once it is bound, with its address. `server` must return soon after `shutdown` fires.
+    pub(crate) fn serve<F, Fut>(what: &'static str, server: F) -> (std::net::SocketAddr, Background)
+    where
+        F: FnOnce(tokio::net::TcpListener, tokio_util::sync::CancellationToken) -> Fut
+            + Send
+            + 'static,
+        Fut: std::future::Future<Output = anyhow::Result<()>>,
+    {
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        let token = shutdown.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()?;
+            runtime.block_on(async move {
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+                tx.send(listener.local_addr()?)?;
+                server(listener, token).await
+            })
+        });
+        let addr = match rx.recv_timeout(std::time::Duration::from_secs(10)) {
+            Ok(addr) => addr,
+            Err(_) => panic!("{what} never bound: {:?}", ended(what, thread.join())),
+        };
+        (addr, Background { what, shutdown, thread: Some(thread) })
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+        let Some(thread) = self.thread.take() else { return };
+        // A connection a client keeps open must not hold the test forever.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !thread.is_finished() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let joined = match thread.is_finished() {
+            true => ended(self.what, thread.join()),
+            false => Err(format!("{} did not stop within 30 s of its shutdown", self.what)),
+        };
+        if let Err(e) = joined
+            && !std::thread::panicking()
+        {
+            panic!("{e}");
+        }
+    }
 }

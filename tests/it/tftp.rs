@@ -2,8 +2,8 @@
 //! bytes are compared; raw UDP drives the cases clients cannot be made to produce (the PXE tsize
 //! probe of async-tftp issue #18, foreign TIDs, write requests, retries, shutdown).
 //!
-//! A missing client binary fails its test with the Debian package to install, unless
-//! `BOOTVOL_SKIP_MISSING_TOOLS=1` is set.
+//! Without a client binary its test is skipped, saying so (`crate::skip`), unless
+//! `BOOTVOL_REQUIRE_TFTP_CLIENTS=1` (CI), where it fails.
 
 use std::collections::HashMap;
 use std::net::{SocketAddr, UdpSocket};
@@ -127,22 +127,10 @@ fn fast_config() -> TftpConfig {
 // ---------------------------------------------------------------------------------------------
 // Real clients
 
-/// Whether `tool` is on PATH. Missing: fails naming the Debian package, or (with
-/// `BOOTVOL_SKIP_MISSING_TOOLS=1`) prints a note and returns false.
-#[allow(clippy::disallowed_methods)] // tests read their own switches
-fn have_tool(tool: &str, package: &str) -> bool {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    if std::env::split_paths(&path).any(|dir| dir.join(tool).is_file()) {
-        return true;
-    }
-    let message = format!(
-        "`{tool}` is not installed: `apt-get install -y --no-install-recommends {package}`"
-    );
-    if std::env::var("BOOTVOL_SKIP_MISSING_TOOLS").as_deref() == Ok("1") {
-        eprintln!("note: skipping, {message}");
-        return false;
-    }
-    panic!("{message} (or set BOOTVOL_SKIP_MISSING_TOOLS=1 to skip)");
+/// Whether `tool` is on PATH; the test is skipped (`crate::skip`) when not, unless
+/// `BOOTVOL_REQUIRE_TFTP_CLIENTS=1`.
+fn have_tool(tool: &str) -> bool {
+    crate::skip::have(crate::skip::TFTP_CLIENTS, &[tool])
 }
 
 /// Runs a client under coreutils' `timeout`, so that a hung transfer fails the test.
@@ -166,7 +154,7 @@ fn assert_same_file(out: &Path, expected: &[u8], what: &str) {
 
 #[test]
 fn curl_fetches_files_byte_for_byte() {
-    if !have_tool("curl", "curl") {
+    if !have_tool("curl") {
         return;
     }
     let one_mib = contents(1 << 20, 1);
@@ -213,7 +201,7 @@ fn curl_fetches_files_byte_for_byte() {
 
 #[test]
 fn atftp_fetches_with_blksize_1468_and_windowsize_8() {
-    if !have_tool("atftp", "atftp") {
+    if !have_tool("atftp") {
         return;
     }
     let ten_mib = contents(10 << 20, 3);
@@ -250,7 +238,7 @@ fn atftp_fetches_with_blksize_1468_and_windowsize_8() {
 /// tftp-hpa sends no options: 512-byte lock-step, and over 32 MiB the block number rolls over.
 #[test]
 fn tftp_hpa_fetches_in_512_byte_lock_step_past_the_roll_over() {
-    if !have_tool("tftp", "tftp-hpa") {
+    if !have_tool("tftp") {
         return;
     }
     let small = contents(5000, 6);

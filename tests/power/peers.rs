@@ -14,16 +14,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-/// Whether the power tests must run (CI) rather than be skipped when a peer is missing.
-#[allow(clippy::disallowed_methods)] // the one switch these tests read from the environment
-pub(crate) fn required() -> bool {
-    std::env::var("BOOTVOL_REQUIRE_POWER").is_ok_and(|v| v == "1")
-}
-
-/// Reports a missing peer: fails when required, else notes the skip. Always returns `None`.
+/// Reports a missing peer: fails when `BOOTVOL_REQUIRE_POWER=1`, else skips the test saying so
+/// (`crate::skip`). Always returns `None`.
 pub(crate) fn missing<T>(what: &str) -> Option<T> {
-    assert!(!required(), "BOOTVOL_REQUIRE_POWER=1 but {what}: run tests/power/setup.sh as root");
-    eprintln!("skipped: {what} (run tests/power/setup.sh as root)");
+    crate::skip::skip(crate::skip::POWER, what);
     None
 }
 

@@ -9,13 +9,10 @@ pub(crate) mod responder;
 pub(crate) mod tgtd;
 
 use std::ffi::OsString;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
 
-/// The environment variable that turns a skip into a failure (CI sets it).
-pub(crate) const REQUIRE_VAR: &str = "BOOTVOL_REQUIRE_E2E";
 /// The environment variable that keeps the scratch directories of passing tests too.
 pub(crate) const KEEP_VAR: &str = "BOOTVOL_E2E_KEEP";
 
@@ -110,21 +107,7 @@ pub(crate) fn begin(name: &'static str, needs: &[&[Need]]) -> Option<E2e> {
         }
     }
     if !missing.is_empty() {
-        let required = env(REQUIRE_VAR).is_some_and(|v| v == "1");
-        let what = missing.join(", ");
-        if required {
-            panic!(
-                "{name}: {REQUIRE_VAR}=1 but this machine lacks {what}; \
-                 run .ci/e2e-deps.sh as root"
-            );
-        }
-        // Straight to the process's stderr, past the harness's output capture, so that a skip
-        // is seen without --nocapture.
-        let _ = writeln!(
-            std::io::stderr(),
-            "{name}: skipped: needs {what} (install with .ci/e2e-deps.sh as root; \
-             set {REQUIRE_VAR}=1 to make this a failure)"
-        );
+        crate::skip::skip(crate::skip::E2E, &format!("missing {}", missing.join(", ")));
         return None;
     }
     let lock = BOOTS.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
