@@ -33,6 +33,22 @@ const USER: &str = "operator";
 const PASSWORD: &str = "s3cret-pass";
 
 impl Api {
+    /// Returns once the boot snapshot holds every write made before the call: the watcher
+    /// takes the change log in order, so when a node made now is served by its port's MAC,
+    /// every earlier write is served too. (For asserting that a write changed nothing.)
+    fn settled(&self) {
+        static MADE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mac = format!("52:54:00:5e:{:02x}:{:02x}", (n >> 8) & 0xff, n & 0xff);
+        compat::node_with_port(self, &format!("settle-{n}"), &mac);
+        let url = format!("{}/boot/{}.ipxe", self.boot, mac.replace(':', "-"));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while crate::serve::get(&url).0 != 200 {
+            assert!(std::time::Instant::now() < deadline, "the snapshot never took {mac}");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
     /// `serve` on an empty database; `basic`: http_basic with a bcrypt htpasswd file.
     fn start(basic: bool) -> Api {
         Api::start_with(basic, "")

@@ -343,7 +343,7 @@ fn ports_join_a_group_of_their_node_with_one_physical_network_and_keep_booting_b
     assert!(status == 400 && fault(&body).contains("has ports"), "{body}");
     // The member port's MAC still finds its node's script, unchanged; the group's MAC finds
     // nothing more than before.
-    std::thread::sleep(std::time::Duration::from_millis(500));
+    api.settled();
     assert_eq!(script("52-54-00-e2-00-01"), before, "a port in a group boots as before");
     assert_eq!(script("52-54-00-e2-00-99").0, unknown.0, "a group's address is not a port's");
     // Leaving the group (remove), then the group can go.

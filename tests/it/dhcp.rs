@@ -395,6 +395,10 @@ fn a_dhcp_flood_leaves_a_known_node_answered_on_every_discover() {
 
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let flooding = std::sync::Arc::clone(&stop);
+    // How many made-up DISCOVERs the flood has sent: the node starts once the unknown MACs'
+    // budget is spent (two seconds' worth: more than it holds).
+    let sent = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let sending = std::sync::Arc::clone(&sent);
     let attacker = link.attacker.to_string();
     let flood = std::thread::spawn(move || {
         in_netns(&attacker, String::new, move || {
@@ -419,6 +423,7 @@ fn a_dhcp_flood_leaves_a_known_node_answered_on_every_discover() {
                 p.xid = next(&mut state) as u32;
                 let _ = socket.send_to(&p.encode(), to67);
                 made_up += 1;
+                sending.store(made_up, std::sync::atomic::Ordering::Relaxed);
                 let spoof_due = Duration::from_millis(333) * spoofed as u32;
                 if started.elapsed() >= spoof_due {
                     let mut p = client(
@@ -438,7 +443,11 @@ fn a_dhcp_flood_leaves_a_known_node_answered_on_every_discover() {
         })
     });
     // Let the flood spend the unknown MACs' budget first.
-    std::thread::sleep(Duration::from_secs(2));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while sent.load(std::sync::atomic::Ordering::Relaxed) < 280 {
+        assert!(Instant::now() < deadline, "the flood never sent 280 DISCOVERs");
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let (asked, answered) = in_netns(&link.client, &log, || {
         let bootp = bootp_socket();
         let to67 = SocketAddr::from((Ipv4Addr::BROADCAST, 67));

@@ -179,10 +179,16 @@ async fn tokens_are_cached_renewed_before_expiry_and_after_a_401() {
     assert_eq!(client.volume("v1").await.unwrap().status, "available");
     assert_eq!(client.volume("v1").await.unwrap().id, "v1");
     assert_eq!(cloud.tokens_issued.load(Ordering::SeqCst), 1, "the token is cached");
-    // A 3 s token is renewed once at most half its life (whole seconds) is left.
-    tokio::time::sleep(Duration::from_millis(2100)).await;
-    client.volume("v1").await.unwrap();
-    assert_eq!(cloud.tokens_issued.load(Ordering::SeqCst), 2, "renewed before expiry");
+    // A 3 s token is renewed once at most half its life (whole seconds) is left: kept for the
+    // calls until then, renewed before it expires.
+    let issued = std::time::Instant::now();
+    while cloud.tokens_issued.load(Ordering::SeqCst) < 2 {
+        assert!(issued.elapsed() < Duration::from_secs(3), "not renewed before expiry");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        client.volume("v1").await.unwrap();
+    }
+    assert!(issued.elapsed() >= Duration::from_millis(900), "renewed too early");
+    assert_eq!(cloud.tokens_issued.load(Ordering::SeqCst), 2, "renewed once");
     // Cinder stops accepting the current token: one re-authentication, then success.
     cloud.revoked_below.store(3, Ordering::SeqCst);
     client.volume("v1").await.unwrap();

@@ -90,7 +90,7 @@ fn client_values_in_the_log_are_escaped_and_forge_no_line() {
         .send(format!("csrf={csrf}&username={path}&password=wrong"))
         .unwrap();
 
-    std::thread::sleep(Duration::from_millis(300));
+    reader.wait_for("zz\\n2026-12-02T04:00:00");
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap()),
         nix::sys::signal::Signal::SIGTERM,
@@ -154,7 +154,19 @@ fn deploy_refusals_are_logged_and_recorded_once_a_minute_per_client() {
             .unwrap();
         assert_eq!(reply.status().as_u16(), 403);
     }
-    std::thread::sleep(Duration::from_millis(500));
+    reader.wait_for("deploy request refused");
+    // The event is written behind the answer: wait for it too.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !app
+        .db()
+        .events(Some(&uuid), 1000)
+        .unwrap()
+        .iter()
+        .any(|e| e.event_type == "baremetal.node.deploy_refused")
+    {
+        assert!(std::time::Instant::now() < deadline, "no deploy_refused event");
+        std::thread::sleep(Duration::from_millis(50));
+    }
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap()),
         nix::sys::signal::Signal::SIGTERM,
@@ -191,9 +203,7 @@ fn deploy_refusals_are_logged_and_recorded_once_a_minute_per_client() {
 
 /// `serve` started from `command` at level info, its log read by a thread (every line, returned
 /// when the process ends), once it logged its `serving` line (returned too).
-fn spawn_logged(
-    mut command: std::process::Command,
-) -> (std::process::Child, std::thread::JoinHandle<Vec<String>>, String) {
+fn spawn_logged(mut command: std::process::Command) -> (std::process::Child, Logged, String) {
     let mut child = command
         .env("RUST_LOG", "info")
         .stdout(std::process::Stdio::null())
@@ -202,16 +212,39 @@ fn spawn_logged(
         .unwrap();
     let stderr = child.stderr.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
+    let lines: std::sync::Arc<std::sync::Mutex<Vec<String>>> = std::sync::Arc::default();
+    let seen = std::sync::Arc::clone(&lines);
     let reader = std::thread::spawn(move || {
-        let mut all = Vec::new();
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
             if line.contains(" serving ") {
                 let _ = tx.send(line.clone());
             }
-            all.push(line);
+            seen.lock().unwrap().push(line);
         }
-        all
     });
     let serving = rx.recv_timeout(Duration::from_secs(20)).expect("serve started");
-    (child, reader, serving)
+    (child, Logged { lines, reader }, serving)
+}
+
+/// The log of a [`spawn_logged`] process, read as it is written.
+struct Logged {
+    lines: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    reader: std::thread::JoinHandle<()>,
+}
+
+impl Logged {
+    /// Waits until a line holds `needle` (10 s at most, then fails naming it).
+    fn wait_for(&self, needle: &str) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !self.lines.lock().unwrap().iter().any(|l| l.contains(needle)) {
+            assert!(std::time::Instant::now() < deadline, "no log line with {needle:?}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Every line, once the process has ended (its stderr closed).
+    fn join(self) -> std::thread::Result<Vec<String>> {
+        self.reader.join()?;
+        Ok(std::mem::take(&mut *self.lines.lock().unwrap()))
+    }
 }

@@ -206,7 +206,20 @@ fn tls_with_ca_file_checks_the_server_certificate() {
     psql(&format!("ALTER SYSTEM SET ssl_key_file = '{}'", d.join("server.key").display()));
     psql("ALTER SYSTEM SET ssl = on");
     psql("SELECT pg_reload_conf()");
-    std::thread::sleep(std::time::Duration::from_millis(500));
+    // The reload is asynchronous: wait until the server says TLS is on.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let out = std::process::Command::new("psql")
+            .arg(&admin)
+            .args(["-qAtc", "SHOW ssl"])
+            .output()
+            .unwrap();
+        if String::from_utf8_lossy(&out.stdout).trim() == "on" {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "ssl never on after the reload");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
     let db = tempfile::tempdir().unwrap();
     let name = postgres_url(&admin, db.path()).rsplit('/').next().unwrap().to_owned();
     let config = |ca: &str| {

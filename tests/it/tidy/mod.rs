@@ -11,6 +11,8 @@
 //!   do no I/O, bare `tokio::spawn` only in the services module, every file's `//!` header,
 //!   every crate root's layout;
 //! - [`sizes`]: the size limits of functions and files;
+//! - [`harness`]: over `tests/`, the suite's own rules: no fixed sleep before an assert, every
+//!   skip through `tests/lib/skip.rs`;
 //! - here: every workspace member is a default member and takes the workspace's lints.
 //!
 //! A crate counts as used where its name appears as a path in code (`rusqlite::Connection`,
@@ -18,6 +20,7 @@
 //! string literals ([`scan`]); each check has a test below that shows it failing.
 
 mod graph;
+mod harness;
 mod scan;
 mod sizes;
 mod sources;
@@ -52,6 +55,23 @@ pub(super) fn source_files() -> Vec<(String, String)> {
     }
     files.sort();
     assert!(files.len() > 20, "tidy found only {} source files: wrong root?", files.len());
+    files
+        .into_iter()
+        .map(|path| {
+            let text = std::fs::read_to_string(&path)
+                .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+            let relative = path.strip_prefix(root()).unwrap();
+            (relative.to_string_lossy().replace('\\', "/"), text)
+        })
+        .collect()
+}
+
+/// Every `.rs` file under `tests/`, as [`source_files`] gives those of the crates.
+pub(super) fn test_files() -> Vec<(String, String)> {
+    let mut files = Vec::new();
+    collect_rs(&root().join("tests"), &mut files);
+    files.sort();
+    assert!(files.len() > 20, "tidy found only {} test files: wrong root?", files.len());
     files
         .into_iter()
         .map(|path| {
@@ -113,6 +133,19 @@ fn the_sans_io_cores_do_no_io() {
 #[test]
 fn tasks_are_spawned_on_their_owners_trackers() {
     report("bare spawns outside the services module", &spawn_violations(&source_files()));
+}
+
+#[test]
+fn no_test_sleeps_before_an_assert() {
+    report("fixed sleeps in tests/ (docs/testing.md)", &harness::sleep_violations(&test_files()));
+}
+
+#[test]
+fn every_skip_goes_through_the_one_rule() {
+    report(
+        "skips written by hand in tests/ (docs/testing.md)",
+        &harness::skip_violations(&test_files()),
+    );
 }
 
 #[test]
