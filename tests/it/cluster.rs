@@ -22,7 +22,6 @@
 //! says so and passes, unless `BOOTVOL_REQUIRE_POSTGRES=1` (CI). Runs once, in the SQLite pass
 //! of the suite. About 25 s (debug build, 2 cores).
 
-use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -110,18 +109,7 @@ fn usable() -> bool {
 
 /// Runs `f` on a thread that entered namespace `ns`.
 fn in_ns<R: Send + 'static>(ns: &str, f: impl FnOnce() -> R + Send + 'static) -> R {
-    let path = format!("/var/run/netns/{ns}");
-    std::thread::spawn(move || {
-        enter(&path);
-        f()
-    })
-    .join()
-    .unwrap()
-}
-
-fn enter(path: &str) {
-    let file = std::fs::File::open(path).unwrap();
-    nix::sched::setns(file.as_fd(), nix::sched::CloneFlags::CLONE_NEWNET).unwrap();
+    crate::netns::spawn_in(ns, f).join().unwrap()
 }
 
 fn agent(timeout: Duration) -> ureq::Agent {
@@ -279,7 +267,7 @@ fn storm(ns: &str, appliances: &dyn Fn(usize) -> Vec<String>, kill: Option<&mut 
             );
             let (ns, appliances) = (ns.to_owned(), appliances(c));
             std::thread::spawn(move || {
-                enter(&ns);
+                crate::netns::enter(&ns);
                 let agent = agent(Duration::from_secs(3));
                 for b in 0..BOOTS_PER_CLIENT {
                     let i = (c * BOOTS_PER_CLIENT + b) % NODES;
@@ -418,13 +406,13 @@ fn three_appliances_on_one_postgres_share_writes_and_survive_failures() {
         |n: usize| std::fs::read_to_string(logs.join(format!("bv{n}.log"))).unwrap_or_default();
     let boot_url = |n: usize| format!("http://{}:8080", address(n));
     let api_url = |n: usize| format!("http://{}:6385", address(n));
-    let storm_ns = format!("/var/run/netns/{}", ns("storm"));
+    let storm_ns = ns("storm");
     // Polls `probe` from the storm namespace until it is true; how long that took.
     let wait = |what: &str, within: Duration, probe: &(dyn Fn(&ureq::Agent) -> bool + Sync)| {
         let started = Instant::now();
         std::thread::scope(|s| {
             s.spawn(|| {
-                enter(&storm_ns);
+                crate::netns::enter(&storm_ns);
                 let agent = agent(Duration::from_secs(2));
                 while !probe(&agent) {
                     assert!(

@@ -8,7 +8,6 @@
 //! Needs root and `ip`; without them it says so and passes.
 
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
-use std::os::fd::AsFd;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
@@ -86,13 +85,7 @@ fn in_netns<T: Send + 'static>(
     log: impl Fn() -> String,
     f: impl FnOnce() -> T + Send + 'static,
 ) -> T {
-    let path = format!("/var/run/netns/{ns}");
-    let thread = std::thread::spawn(move || {
-        let ns = std::fs::File::open(&path).unwrap();
-        nix::sched::setns(ns.as_fd(), nix::sched::CloneFlags::CLONE_NEWNET).unwrap();
-        f()
-    });
-    match thread.join() {
+    match crate::netns::spawn_in(ns, f).join() {
         Ok(value) => value,
         Err(panic) => {
             let message = panic
@@ -256,12 +249,9 @@ fn proxy_dhcp_answers_netboot_clients_on_a_real_link() {
     let served = Served::start(&link, "");
     let serve_log = served.log();
 
-    let client_ns = format!("/var/run/netns/{}", link.client);
     let prefix = link.prefix.clone();
-    let checked = std::thread::spawn(move || {
-        // This thread only: the client's namespace.
-        let ns = std::fs::File::open(&client_ns).unwrap();
-        nix::sched::setns(ns.as_fd(), nix::sched::CloneFlags::CLONE_NEWNET).unwrap();
+    // This thread only: the client's namespace.
+    let checked = crate::netns::spawn_in(&link.client, move || {
         let bootp = bootp_socket();
         let to67 = SocketAddr::from((Ipv4Addr::BROADCAST, 67));
 
@@ -331,10 +321,7 @@ fn proxy_dhcp_answers_netboot_clients_on_a_real_link() {
 
     // What the exchanges above left in the metrics and on the admin page, read from the
     // server's namespace (the API listens on its loopback).
-    let server_ns = format!("/var/run/netns/{}", link.server);
-    let (metrics, node_page) = std::thread::spawn(move || {
-        let ns = std::fs::File::open(&server_ns).unwrap();
-        nix::sched::setns(ns.as_fd(), nix::sched::CloneFlags::CLONE_NEWNET).unwrap();
+    let (metrics, node_page) = crate::netns::spawn_in(&link.server, move || {
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .max_redirects(0)

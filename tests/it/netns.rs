@@ -1,7 +1,8 @@
 //! The one harness for network namespaces (`dhcp.rs`, `neighbour.rs`, `public_url.rs`,
 //! `cluster.rs`): a namespace made with its loopback up and deleted when dropped ([`Netns`]),
 //! `ip` in it, a command run inside it (`ip netns exec`), or a closure on a thread that entered
-//! it. Whether namespaces can be used at all is `support::netns_available`.
+//! it ([`enter`], [`spawn_in`]: the one place a thread enters a namespace). Whether namespaces
+//! can be used at all is `support::netns_available`.
 
 use std::ffi::OsStr;
 use std::os::fd::AsFd;
@@ -55,14 +56,28 @@ impl Netns {
         &self,
         f: impl FnOnce() -> T + Send + 'static,
     ) -> std::thread::Result<T> {
-        let path = format!("/var/run/netns/{}", self.0);
-        std::thread::spawn(move || {
-            let ns = std::fs::File::open(&path).unwrap();
-            nix::sched::setns(ns.as_fd(), nix::sched::CloneFlags::CLONE_NEWNET).unwrap();
-            f()
-        })
-        .join()
+        spawn_in(&self.0, f).join()
     }
+}
+
+/// The calling thread (only it: `setns` acts on the caller) enters the namespace `name` (one
+/// `ip netns add` made).
+pub(crate) fn enter(name: &str) {
+    let path = format!("/var/run/netns/{name}");
+    let ns = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    nix::sched::setns(ns.as_fd(), nix::sched::CloneFlags::CLONE_NEWNET).unwrap();
+}
+
+/// `f` on a thread of its own that [`enter`]ed the namespace `name`.
+pub(crate) fn spawn_in<T: Send + 'static>(
+    name: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> std::thread::JoinHandle<T> {
+    let name = name.to_owned();
+    std::thread::spawn(move || {
+        enter(&name);
+        f()
+    })
 }
 
 impl std::ops::Deref for Netns {
