@@ -17,6 +17,14 @@
 //! ([`BootWindows::claim`]). Outside a window a script with a secret is refused exactly like
 //! an unknown MAC.
 //!
+//! The node's last address moves only on proof: when a window ends (it expires, or a new one
+//! replaces it) with a claimant, the claimant's address becomes the node's last one, if bootvol
+//! opened the window itself (its first claimant is served on trust) or no one contested it. A
+//! request from an address, or the claim of a sign's window later contested (a second claimant,
+//! or the caller's report that the node's MAC still answers elsewhere:
+//! [`BootWindows::contested`]) moves nothing, so a host that took a window a forged sign opened
+//! cannot make its own address the one the node's next boot is checked against.
+//!
 //! Pure state and decisions, kept in memory (a restart closes every window): it knows nothing
 //! of sockets, the neighbour table or HTTP; `script_access` asks it and does the I/O.
 
@@ -111,12 +119,23 @@ struct Window {
     claimant: Option<Client>,
     /// For a window the conductor opened: its Unix time, as recorded on the node.
     stamp: Option<u64>,
+    /// A conflict was raised in it: the claimant of a sign's window is then no proof of the
+    /// node's address.
+    contested: bool,
+    /// Its end was accounted for (the last address moved, or not).
+    settled: bool,
+}
+
+impl Window {
+    fn new(opened: Instant, opener: Opener, stamp: Option<u64>) -> Window {
+        Window { opened, opener, claimant: None, stamp, contested: false, settled: false }
+    }
 }
 
 #[derive(Debug, Clone, Default)]
 struct NodeState {
     window: Option<Window>,
-    /// The address the node's script was last served to.
+    /// The address of the claimant of the node's last window that ended uncontested.
     last_address: Option<IpAddr>,
     touched: Option<Instant>,
 }
@@ -157,18 +176,48 @@ impl BootWindows {
         state
     }
 
+    /// Accounts for the end of the node's window, if it has ended by `now` (or `replaced`: a
+    /// new window takes its place): an uncontested claimant's address becomes the last one.
+    fn settle(&self, state: &mut NodeState, now: Instant, replaced: bool) {
+        let Some(window) = state.window.as_mut() else { return };
+        if window.settled || (!replaced && self.live(window, now)) {
+            return;
+        }
+        window.settled = true;
+        // bootvol's own window serves its first claimant on trust, and that is the node; a
+        // sign's window proves its claimant only if no one contested it.
+        let proven = !window.contested || matches!(window.opener, Opener::Conductor(_));
+        if let Some(claimant) = window.claimant.filter(|_| proven) {
+            state.last_address = Some(claimant.address);
+        }
+    }
+
+    /// A new window for the node, the one before it settled.
+    fn replace(&self, state: &mut NodeState, window: Window, now: Instant) {
+        self.settle(state, now, true);
+        state.window = Some(window);
+    }
+
+    /// A conflict was raised over the node's window by the caller (its MAC still answers at its
+    /// last address): the window's claimant, if any, does not become its last address.
+    pub fn contested(&self, uuid: &str, now: Instant) {
+        self.with_nodes(|nodes| {
+            if let Some(window) =
+                nodes.get_mut(uuid).and_then(|s| s.window.as_mut()).filter(|w| self.live(w, now))
+            {
+                window.contested = true;
+            }
+        });
+    }
+
     /// bootvol powers the node on, reboots it or deploys it: a new boot, a new window.
     /// `stamp`: the Unix time the conductor records on the node for it (`boot_window` in its
     /// `driver_internal_info`), so that a process that only sees the record agrees
     /// ([`BootWindows::follow`]).
     pub fn open(&self, uuid: &str, what: &'static str, stamp: u64, now: Instant) {
         self.with_nodes(|nodes| {
-            Self::node(nodes, uuid, now).window = Some(Window {
-                opened: now,
-                opener: Opener::Conductor(what),
-                claimant: None,
-                stamp: Some(stamp),
-            });
+            let window = Window::new(now, Opener::Conductor(what), Some(stamp));
+            self.replace(Self::node(nodes, uuid, now), window, now);
         });
     }
 
@@ -185,12 +234,8 @@ impl BootWindows {
             if state.window.as_ref().is_some_and(|w| w.stamp.is_some_and(|s| s >= stamp)) {
                 return;
             }
-            state.window = Some(Window {
-                opened: now.checked_sub(age).unwrap_or(now),
-                opener: Opener::Conductor("power"),
-                claimant: None,
-                stamp: Some(stamp),
-            });
+            let opened = now.checked_sub(age).unwrap_or(now);
+            self.replace(state, Window::new(opened, Opener::Conductor("power"), Some(stamp)), now);
         });
     }
 
@@ -217,12 +262,7 @@ impl BootWindows {
             if state.window.as_ref().is_some_and(|w| now.duration_since(w.opened) < self.length) {
                 return false;
             }
-            state.window = Some(Window {
-                opened: now,
-                opener: Opener::Sign(via),
-                claimant: None,
-                stamp: None,
-            });
+            self.replace(state, Window::new(now, Opener::Sign(via), None), now);
             true
         })
     }
@@ -243,23 +283,24 @@ impl BootWindows {
     pub fn admit(&self, uuid: &str, client: Client, powered_off: bool, now: Instant) -> Admission {
         self.with_nodes(|nodes| {
             let Some(state) = nodes.get_mut(uuid) else { return Admission::Closed };
-            let Some(window) = state.window.as_ref().filter(|w| self.live(w, now)) else {
+            self.settle(state, now, false);
+            let NodeState { window, last_address, touched } = state;
+            let Some(window) = window.as_mut().filter(|w| self.live(w, now)) else {
                 return Admission::Closed;
             };
-            match window.claimant {
-                Some(first) if first == client => return Admission::Serve,
-                Some(first) => return Admission::Conflict(Conflict::Claimed { first }),
-                None => {}
+            if let Some(refused) = Self::claimed(window, client) {
+                return refused;
             }
             if let Opener::Sign(_) = window.opener {
                 if powered_off {
+                    window.contested = true;
                     return Admission::Conflict(Conflict::PoweredOff);
                 }
-                if state.last_address != Some(client.address) {
-                    return Admission::Probe { last: state.last_address };
+                if *last_address != Some(client.address) {
+                    return Admission::Probe { last: *last_address };
                 }
             }
-            Self::take(state, client, now)
+            Self::take(window, touched, client, now)
         })
     }
 
@@ -268,21 +309,39 @@ impl BootWindows {
     pub fn claim(&self, uuid: &str, client: Client, now: Instant) -> Admission {
         self.with_nodes(|nodes| {
             let Some(state) = nodes.get_mut(uuid) else { return Admission::Closed };
-            match state.window.as_ref().filter(|w| self.live(w, now)).map(|w| w.claimant) {
-                None => Admission::Closed,
-                Some(Some(first)) if first == client => Admission::Serve,
-                Some(Some(first)) => Admission::Conflict(Conflict::Claimed { first }),
-                Some(None) => Self::take(state, client, now),
+            self.settle(state, now, false);
+            let NodeState { window, touched, .. } = state;
+            let Some(window) = window.as_mut().filter(|w| self.live(w, now)) else {
+                return Admission::Closed;
+            };
+            match Self::claimed(window, client) {
+                Some(answer) => answer,
+                None => Self::take(window, touched, client, now),
             }
         })
     }
 
-    fn take(state: &mut NodeState, client: Client, now: Instant) -> Admission {
-        if let Some(window) = state.window.as_mut() {
-            window.claimant = Some(client);
+    /// What a window already claimed answers `client`: served again when it is the claimant,
+    /// a conflict (the window contested) when not; `None` when no one has claimed it.
+    fn claimed(window: &mut Window, client: Client) -> Option<Admission> {
+        let first = window.claimant?;
+        if first == client {
+            return Some(Admission::Serve);
         }
-        state.last_address = Some(client.address);
-        state.touched = Some(now);
+        window.contested = true;
+        Some(Admission::Conflict(Conflict::Claimed { first }))
+    }
+
+    /// `client` claims the window; its address becomes the node's last one only when the
+    /// window ends uncontested ([`BootWindows::settle`]).
+    fn take(
+        window: &mut Window,
+        touched: &mut Option<Instant>,
+        client: Client,
+        now: Instant,
+    ) -> Admission {
+        window.claimant = Some(client);
+        *touched = Some(now);
         Admission::Serve
     }
 }
@@ -350,11 +409,12 @@ mod tests {
         let windows = BootWindows::new(SecretWindow::Boot, LENGTH);
         let t0 = Instant::now();
         // Powered off by its BMC, and bootvol did not power it on: a forged sign.
-        windows.sign("n1", "dhcp", t0);
+        windows.sign("n0", "dhcp", t0);
         assert_eq!(
-            windows.admit("n1", client("10.0.0.2", 1), true, t0),
+            windows.admit("n0", client("10.0.0.2", 1), true, t0),
             Admission::Conflict(Conflict::PoweredOff)
         );
+        windows.sign("n1", "dhcp", t0);
         // Up, never served: the caller looks for the node's MAC at other addresses first.
         let node = client("10.0.0.2", 1);
         assert_eq!(windows.admit("n1", node, false, t0), Admission::Probe { last: None });
@@ -371,12 +431,86 @@ mod tests {
             windows.claim("n1", node, later),
             Admission::Conflict(Conflict::Claimed { first: other })
         );
-        // The node's own last address needs no probe.
+        // That sign's window was contested: .7 did not become the node's last address, .2
+        // stays it and needs no probe.
         windows.open("n1", "power on", 1_600, later + LENGTH);
         windows.close("n1");
         assert_eq!(windows.admit("n1", other, false, later + LENGTH), Admission::Closed);
         windows.sign("n1", "http", later + LENGTH);
-        assert_eq!(windows.admit("n1", other, false, later + LENGTH), Admission::Serve);
+        assert_eq!(
+            windows.admit("n1", other, false, later + LENGTH),
+            Admission::Probe { last: Some(node.address) }
+        );
+        assert_eq!(windows.admit("n1", node, false, later + LENGTH), Admission::Serve);
+    }
+
+    #[test]
+    fn the_last_address_moves_only_when_a_window_ends_uncontested() {
+        let windows = BootWindows::new(SecretWindow::Boot, LENGTH);
+        let second = Duration::from_secs(1);
+        let (node, thief) = (client("10.0.0.2", 1), client("10.0.0.9", 1));
+        // A first boot, claimed by the node, uncontested: at its end .2 is the last address.
+        let t0 = Instant::now();
+        windows.sign("n1", "dhcp", t0);
+        assert_eq!(windows.admit("n1", node, false, t0), Admission::Probe { last: None });
+        assert_eq!(windows.claim("n1", node, t0), Admission::Serve);
+        let t1 = t0 + LENGTH;
+        windows.sign("n1", "dhcp", t1);
+        assert_eq!(windows.admit("n1", node, false, t1), Admission::Serve, "no probe of itself");
+        // A thief claims a window (the probe of .2 found nobody: the node was rebooting), then
+        // the node asks in the same window: a conflict, so the thief's address proves nothing.
+        let t2 = t1 + LENGTH;
+        windows.sign("n1", "tftp", t2);
+        assert_eq!(
+            windows.admit("n1", thief, false, t2),
+            Admission::Probe { last: Some(node.address) }
+        );
+        assert_eq!(windows.claim("n1", thief, t2), Admission::Serve);
+        assert_eq!(
+            windows.admit("n1", node, false, t2 + second),
+            Admission::Conflict(Conflict::Claimed { first: thief })
+        );
+        let t3 = t2 + LENGTH;
+        windows.sign("n1", "http", t3);
+        assert_eq!(
+            windows.admit("n1", thief, false, t3),
+            Admission::Probe { last: Some(node.address) }
+        );
+        // A claim the caller contests (the node's MAC answered elsewhere after it) proves
+        // nothing either; nor does a window replaced before it ended.
+        let t4 = t3 + LENGTH;
+        windows.sign("n1", "dhcp", t4);
+        assert_eq!(windows.claim("n1", thief, t4), Admission::Serve);
+        windows.contested("n1", t4 + second);
+        windows.open("n1", "reboot", 2_000, t4 + 2 * second);
+        assert_eq!(windows.admit("n1", node, false, t4 + 2 * second), Admission::Serve);
+        windows.close("n1");
+        windows.sign("n1", "dhcp", t4 + LENGTH);
+        assert_eq!(
+            windows.admit("n1", thief, false, t4 + LENGTH),
+            Admission::Probe { last: Some(node.address) }
+        );
+        // The reboot's window, claimed by the node and replaced uncontested, kept .2; a window
+        // the thief claims uncontested (the node is gone) moves it, at its end only.
+        assert_eq!(windows.claim("n1", thief, t4 + LENGTH), Admission::Serve);
+        let t5 = t4 + 2 * LENGTH;
+        windows.sign("n1", "dhcp", t5);
+        assert_eq!(windows.admit("n1", thief, false, t5), Admission::Serve);
+        assert_eq!(
+            windows.admit("n1", node, false, t5),
+            Admission::Conflict(Conflict::Claimed { first: thief })
+        );
+        // bootvol powers the node on: its window's first claimant is the node, on trust, and
+        // a thief's conflict in it does not undo that.
+        let t6 = t5 + LENGTH;
+        windows.open("n1", "power on", 3_000, t6);
+        assert_eq!(windows.admit("n1", node, false, t6), Admission::Serve);
+        assert_eq!(
+            windows.admit("n1", thief, false, t6 + second),
+            Admission::Conflict(Conflict::Claimed { first: node })
+        );
+        windows.sign("n1", "dhcp", t6 + LENGTH);
+        assert_eq!(windows.admit("n1", node, false, t6 + LENGTH), Admission::Serve);
     }
 
     #[test]

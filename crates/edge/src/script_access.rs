@@ -158,11 +158,15 @@ impl ScriptAccess {
     }
 
     /// What node `uuid`'s window says of `me`; when it asks for a probe, whether the node's MAC
-    /// still answers elsewhere decides between a conflict and the claim.
+    /// still answers elsewhere decides between a conflict (the window contested: whoever claims
+    /// it proves nothing of the node's address) and the claim.
     async fn admission(&self, script: &ServedScript, uuid: &str, me: Client) -> Admission {
         match self.windows.admit(uuid, me, script.powered_off, Instant::now()) {
             Admission::Probe { last } => match self.still_answering(script, me, last).await {
-                Some(address) => Admission::Conflict(Conflict::StillAnswers { address }),
+                Some(address) => {
+                    self.windows.contested(uuid, Instant::now());
+                    Admission::Conflict(Conflict::StillAnswers { address })
+                }
                 None => self.windows.claim(uuid, me, Instant::now()),
             },
             other => other,
