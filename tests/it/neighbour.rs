@@ -490,6 +490,109 @@ fn a_forged_neighbour_entry_gets_no_secret_and_a_second_taker_is_caught() {
 /// unknown MACs and for the node's, with 8,000 entries in the server's neighbour table: no
 /// request reads the table whole or waits on resolution, so the node, booting, still gets its
 /// script at once over HTTP and TFTP.
+/// The double flip (issue 40): in a window the attacker opens with a forged boot sign, it tells
+/// bootvol for 50 ms both that the node's last address is at a bogus MAC and that its own address
+/// is at the node's MAC, and asks for the script. The neighbour cache then says the node is gone
+/// from its last address; bootvol asks the segment itself (an ARP request, a Neighbour
+/// Solicitation over IPv6), the node answers, and the request is a conflict: no secret, the
+/// event naming the attacker, the metric up, and the node's last address unchanged (its own next
+/// boot is served at once). With `BOOTVOL_NEIGHBOUR_BIN` set to a build before the change, the
+/// attacker gets the secret.
+#[test]
+fn a_double_flip_gets_no_secret_and_is_caught() {
+    if !available() {
+        return;
+    }
+    let lan = Lan::new();
+    let server = lan.server_ip();
+    let (app, _serve, base) = serve_on(&lan, json!([chap_node()]));
+    let script = |ns: &str, mac: &str| lan.curl(ns, &format!("{base}/boot/{mac}.ipxe"));
+    let server6 = format!("{}::1", lan.prefix6());
+    let base6 = format!("http://[{server6}]:8080");
+    let script6 =
+        |ns: &str, mac: &str| lan.curl_with(ns, &["-g", &format!("{base6}/boot/{mac}.ipxe")]);
+    let window_closed = |ipv6: bool| {
+        let deadline = Instant::now() + Duration::from_secs(25);
+        let asked = || match ipv6 {
+            true => script6(&lan.node, NODE_MAC_2),
+            false => script(&lan.node, NODE_MAC),
+        };
+        while asked().1 != "404" {
+            assert!(Instant::now() < deadline, "the boot window never closed");
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    };
+    let (node_ip, node_ip6) = (format!("{}.2", lan.prefix), format!("{}::2", lan.prefix6()));
+    const BOGUS_MAC: &str = "02:00:00:00:be:ef";
+    for (ipv6, target, hidden) in [(false, &server, &node_ip), (true, &server6, &node_ip6)] {
+        // A window bootvol opens: the node claims its script, from its own address (over IPv6
+        // with its second NIC), which is its last address once the window ends.
+        power(&lan, &app, "n1", "power off");
+        power(&lan, &app, "n1", "power on");
+        let (_, status, body) =
+            if ipv6 { script6(&lan.node, NODE_MAC_2) } else { script(&lan.node, NODE_MAC) };
+        assert_eq!(status, "200", "the node in bootvol's window: {body}\n{}", serve_log(&app));
+        window_closed(ipv6);
+        // The attacker's sign, then the double flip around its request.
+        let (status, _) = forged_http(&lan, NODE_MAC, target, "GET", "/boot.ipxe", &[]);
+        assert_eq!(status, "200");
+        let before = conflicts_metric(&lan);
+        let hide = format!("{hidden}={BOGUS_MAC}");
+        let path = format!("/boot/{NODE_MAC}.ipxe");
+        let (status, body) = forged_http(&lan, NODE_MAC, target, "GET", &path, &["--hide", &hide]);
+        assert_eq!(
+            (status.as_str(), body.contains(CHAP_SECRET)),
+            ("404", false),
+            "the double flip over {}: {body}\n{}",
+            if ipv6 { "IPv6" } else { "IPv4" },
+            serve_log(&app)
+        );
+        assert_eq!(conflicts_metric(&lan), before + 1, "{}", serve_log(&app));
+        let thief =
+            if ipv6 { format!("{}::3", lan.prefix6()) } else { format!("{}.3", lan.prefix) };
+        let conflicts = events_of(&app, "n1", "baremetal.node.secret_conflict");
+        assert!(
+            conflicts.iter().any(|e| e["payload"]["client"] == thief.as_str()
+                && e["payload"]["message"].as_str().unwrap_or("").contains(hidden.as_str())),
+            "an event naming {thief} and the node's address {hidden}: {conflicts:?}"
+        );
+        // The node's last address did not move: its own boot in a sign's window (its entry at
+        // the server put right, as its own ARP traffic would) is served with no probe and no
+        // conflict, once bootvol's copy of the table has the entry back.
+        window_closed(ipv6);
+        lan.server.ip(&[
+            "neigh",
+            "replace",
+            hidden,
+            "lladdr",
+            NODE_MAC,
+            "nud",
+            "reachable",
+            "dev",
+            "br0",
+        ]);
+        let sign = if ipv6 { format!("{base6}/boot.ipxe") } else { format!("{base}/boot.ipxe") };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let body = loop {
+            assert_eq!(lan.curl_with(&lan.node, &["-g", &sign]).1, "200");
+            let (_, status, body) =
+                if ipv6 { script6(&lan.node, NODE_MAC_2) } else { script(&lan.node, NODE_MAC) };
+            if status == "200" {
+                break body;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the node's own boot after the attack: {status} {body}\n{}",
+                serve_log(&app)
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        };
+        assert!(body.contains(CHAP_SECRET));
+        assert_eq!(conflicts_metric(&lan), before + 1, "the node's boot is no conflict");
+        window_closed(ipv6);
+    }
+}
+
 #[test]
 fn forged_tftp_requests_and_thousands_of_neighbours_leave_the_node_served_at_once() {
     if !available() {

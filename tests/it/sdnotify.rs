@@ -151,7 +151,7 @@ auth_strategy = "noauth"
 
 /// `systemd/check.sh` with this build as `/usr/bin/bootvol`: `systemd-analyze verify` of the
 /// unit against a staged tree, sysusers.d and tmpfiles.d applied to it, the sysctl.d keys, and
-/// `systemd-analyze security --offline=true` at most 1.5. Skipped without systemd-analyze unless
+/// `systemd-analyze security --offline=true` at most 1.6. Skipped without systemd-analyze unless
 /// `BOOTVOL_REQUIRE_SYSTEMD=1`.
 #[test]
 #[allow(clippy::disallowed_methods)] // tests run the real script

@@ -6,7 +6,9 @@
 //! - [`tftp_files`]: what the TFTP listener serves (the server is `bootvol_tftp`).
 //! - [`dhcp`]: the ProxyDHCP, a sans-io codec and decision with its UDP sockets.
 //! - [`script_access`]: secrets only to their node, once per boot window; refusals reported
-//!   through [`script_access::EventSink`]. [`neighbour`]: the kernel's neighbour table.
+//!   through [`script_access::EventSink`]. [`neighbour`]: the kernel's neighbour table;
+//!   [`segment`]: bootvol's own ARP and Neighbour Solicitation, which the table's poisoning
+//!   cannot answer for the node.
 //! - [`snapshot`]: the boot snapshot's watcher, reading the store through
 //!   [`snapshot::SnapshotSource`].
 //!
@@ -18,5 +20,6 @@ pub mod dhcp;
 pub mod http;
 pub mod neighbour;
 pub mod script_access;
+pub mod segment;
 pub mod snapshot;
 pub mod tftp_files;

@@ -103,6 +103,24 @@ impl Neighbours {
         single_mac(&macs)
     }
 
+    /// The interface a complete entry for `ip` is on (the one a client came in on), when one
+    /// interface alone has it.
+    pub fn interface_of(&self, ip: IpAddr) -> Option<i32> {
+        let ip = neighbour_address(ip)?;
+        let table = self.table.read().unwrap_or_else(|p| p.into_inner());
+        let mut interfaces: Vec<i32> = table
+            .get(&ip)?
+            .iter()
+            .filter(|e| e.complete_mac().is_some())
+            .map(|e| e.ifindex)
+            .collect();
+        interfaces.dedup();
+        match interfaces.as_slice() {
+            [one] => Some(*one),
+            _ => None,
+        }
+    }
+
     /// The addresses other than `except` whose complete entry names `mac`: other hosts that
     /// claim it, or the address the host had before. A scan of the copy: only asked when a
     /// window opened by a boot sign is claimed.

@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::neighbour::{self, Neighbours};
+use crate::segment;
 use bootvol_core::boot::ServedScript;
 use bootvol_core::boot_window::{Admission, BootWindows, Client, Conflict};
 use bootvol_core::config::ScriptSecrets;
@@ -88,7 +89,15 @@ pub struct ScriptAccess {
     neighbours: Arc<Neighbours>,
     windows: Arc<BootWindows>,
     metrics: Arc<Metrics>,
+    /// Asks of the segment in flight ([`MAX_ASKING`]).
+    asking: Arc<tokio::sync::Semaphore>,
 }
+
+/// Asks of the segment ([`segment::ask`]) in flight at once; past it the neighbour table's check.
+pub const MAX_ASKING: usize = 32;
+
+/// Said once per process: the segment cannot be asked (no raw socket), the table is used.
+static CANNOT_ASK: std::sync::Once = std::sync::Once::new();
 
 impl ScriptAccess {
     /// `events`: where refusals and conflicts are recorded (none: logged only).
@@ -108,6 +117,7 @@ impl ScriptAccess {
             neighbours,
             windows,
             metrics,
+            asking: Arc::new(tokio::sync::Semaphore::new(MAX_ASKING)),
         })
     }
 
@@ -205,7 +215,9 @@ impl ScriptAccess {
         last: Option<IpAddr>,
     ) -> Option<IpAddr> {
         let candidates: Vec<IpAddr> = match last {
-            Some(address) => vec![address],
+            Some(address) => {
+                return self.segment_answers(client, address, &script.node_macs).await;
+            }
             None => {
                 let mut all: Vec<IpAddr> = script
                     .node_macs
@@ -224,6 +236,38 @@ impl ScriptAccess {
             }
         }
         None
+    }
+
+    /// Whether one of `macs` answers at the node's last `address` (then `Some(address)`): bootvol
+    /// asks the segment itself ([`segment::ask`]: an ARP request or a Neighbour Solicitation
+    /// on the interface `client` came in on, every answer read for [`segment::ASK_WAIT`]), so
+    /// that a host that poisoned the cache for that address (a double flip) cannot hide the
+    /// node. Where it cannot ask (no raw socket, `CAP_NET_RAW`; the client's interface unknown;
+    /// [`MAX_ASKING`] asks in flight), the neighbour table's check, as before.
+    async fn segment_answers(
+        &self,
+        client: Client,
+        address: IpAddr,
+        macs: &[MacAddr],
+    ) -> Option<IpAddr> {
+        let interface = self.neighbours.interface_of(client.address);
+        let permit = Arc::clone(&self.asking).try_acquire_owned().ok();
+        if let (Some(ifindex), Some(permit)) = (interface, permit) {
+            let wanted = macs.to_vec();
+            let asked = tokio::task::spawn_blocking(move || {
+                let _permit = permit;
+                segment::ask(ifindex, address, &wanted)
+            })
+            .await;
+            match asked {
+                Ok(Ok(answered)) => return answered.then_some(address),
+                Ok(Err(e)) => CANNOT_ASK.call_once(|| {
+                    tracing::warn!(error = %e, "cannot ask the segment who has a node's last address; the neighbour table is read instead (a double ARP flip can hide the node)");
+                }),
+                Err(e) => tracing::warn!(error = %e, "the ask of the segment failed"),
+            }
+        }
+        self.neighbours.answers_at(address, macs).await.then_some(address)
     }
 
     /// A client fetched the first file of a boot chain (`via`: `tftp` or `http`): when its
