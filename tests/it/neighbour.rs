@@ -548,6 +548,13 @@ fn a_double_flip_gets_no_secret_and_is_caught() {
             serve_log(&app)
         );
         assert_eq!(conflicts_metric(&lan), before + 1, "{}", serve_log(&app));
+        // The same over TFTP, in the same window.
+        let file = format!("boot/{NODE_MAC}.ipxe");
+        let got =
+            attack(&lan, &["tftp", "eth0", STRANGER_MAC, NODE_MAC, target, &file, "--hide", &hide]);
+        assert!(!got.contains(CHAP_SECRET), "the double flip over TFTP: {got}");
+        assert!(got == "TIMEOUT" || got.starts_with("ERROR 1"), "{got}");
+        assert_eq!(conflicts_metric(&lan), before + 2, "{}", serve_log(&app));
         let thief =
             if ipv6 { format!("{}::3", lan.prefix6()) } else { format!("{}.3", lan.prefix) };
         let conflicts = events_of(&app, "n1", "baremetal.node.secret_conflict");
@@ -588,9 +595,51 @@ fn a_double_flip_gets_no_secret_and_is_caught() {
             std::thread::sleep(Duration::from_millis(200));
         };
         assert!(body.contains(CHAP_SECRET));
-        assert_eq!(conflicts_metric(&lan), before + 1, "the node's boot is no conflict");
+        assert_eq!(conflicts_metric(&lan), before + 2, "the node's boot is no conflict");
         window_closed(ipv6);
     }
+}
+
+/// A node whose last address has gone silent (it booted with another address) is asked for on
+/// the segment, nobody answers, and it gets its script within that one deadline.
+#[test]
+fn a_node_whose_last_address_is_silent_gets_its_script_within_one_deadline() {
+    if !available() {
+        return;
+    }
+    let lan = Lan::new();
+    let (app, _serve, base) = serve_on(&lan, json!([chap_node()]));
+    let script = |mac: &str| lan.curl(&lan.node, &format!("{base}/boot/{mac}.ipxe"));
+    power(&lan, &app, "n1", "power on");
+    assert_eq!(script(NODE_MAC).1, "200", "{}", serve_log(&app));
+    let deadline = Instant::now() + Duration::from_secs(25);
+    while script(NODE_MAC).1 != "404" {
+        assert!(Instant::now() < deadline, "the boot window never closed");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    // The node comes back as .5: .2, its last address, answers no more.
+    let (old, new) = (format!("{}.2", lan.prefix), format!("{}.5", lan.prefix));
+    // (Deleted first: a primary address takes its secondaries with it.)
+    lan.node.ip(&["addr", "del", &format!("{old}/24"), "dev", "eth0"]);
+    lan.node.ip(&["addr", "add", &format!("{new}/24"), "dev", "eth0"]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let took = loop {
+        // Its boot sign, then its script (bootvol's copy of the table learns .5 from the sign's
+        // own connection, notified a moment later).
+        assert_eq!(lan.curl(&lan.node, &format!("{base}/boot.ipxe")).1, "200");
+        let asked = Instant::now();
+        let (_, status, body) = script(NODE_MAC);
+        if status == "200" {
+            assert!(body.contains(CHAP_SECRET));
+            break asked.elapsed();
+        }
+        assert!(Instant::now() < deadline, "never served at {new}: {status}\n{}", serve_log(&app));
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    eprintln!("the node at a new address served in {took:?} (one ask of its old one)");
+    assert!(took >= bootvol_edge::segment::ASK_WAIT, "served before the ask's deadline: {took:?}");
+    assert!(took < Duration::from_secs(2), "more than one deadline: {took:?}");
+    assert_eq!(conflicts_metric(&lan), 0, "{}", serve_log(&app));
 }
 
 #[test]
