@@ -223,6 +223,43 @@ fn api(lan: &Lan, method: &str, path: &str, body: Option<Value>) -> (String, Str
 }
 
 /// `bootvol serve` in the server's namespace on `lan`, with 10-second boot windows.
+/// A node's script asked from a namespace of `lan`, over IPv4 (`base`) or IPv6 (the server's
+/// `::1` of the same prefix): (curl's exit code, status, body).
+struct Scripts<'a> {
+    lan: &'a Lan,
+    base: String,
+    base6: String,
+}
+
+impl<'a> Scripts<'a> {
+    fn of(lan: &'a Lan, base: &str) -> Scripts<'a> {
+        let base6 = format!("http://[{}::1]:8080", lan.prefix6());
+        Scripts { lan, base: base.to_owned(), base6 }
+    }
+
+    fn v4(&self, ns: &str, mac: &str) -> (i32, String, String) {
+        self.lan.curl(ns, &format!("{}/boot/{mac}.ipxe", self.base))
+    }
+
+    fn v6(&self, ns: &str, mac: &str) -> (i32, String, String) {
+        self.lan.curl_with(ns, &["-g", &format!("{}/boot/{mac}.ipxe", self.base6)])
+    }
+
+    /// A window lasts 10 s: asked by its claimant, the node (IPv4, or IPv6 with its second NIC:
+    /// another address would be a conflict), its script is refused once it has closed.
+    fn window_closed(&self, ipv6: bool) {
+        let deadline = Instant::now() + Duration::from_secs(25);
+        let asked = || match ipv6 {
+            true => self.v6(&self.lan.node, NODE_MAC_2),
+            false => self.v4(&self.lan.node, NODE_MAC),
+        };
+        while asked().1 != "404" {
+            assert!(Instant::now() < deadline, "the boot window never closed");
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+}
+
 fn serve_on(lan: &Lan, nodes: Value) -> (Appliance, Serve, String) {
     serve_with_window(lan, nodes, 10)
 }
@@ -327,25 +364,12 @@ fn a_forged_neighbour_entry_gets_no_secret_and_a_second_taker_is_caught() {
     let lan = Lan::new();
     let server = lan.server_ip();
     let (app, _serve, base) = serve_on(&lan, json!([chap_node(), open_node()]));
-    let script = |ns: &str, mac: &str| lan.curl(ns, &format!("{base}/boot/{mac}.ipxe"));
+    let boot = Scripts::of(&lan, &base);
+    let (script, script6) =
+        (|ns: &str, mac: &str| boot.v4(ns, mac), |ns: &str, mac: &str| boot.v6(ns, mac));
+    let window_closed = |ipv6: bool| boot.window_closed(ipv6);
     let tftp = |ns: &str, mac: &str| lan.curl(ns, &format!("tftp://{server}/boot/{mac}.ipxe"));
     let server6 = format!("{}::1", lan.prefix6());
-    let base6 = format!("http://[{server6}]:8080");
-    let script6 =
-        |ns: &str, mac: &str| lan.curl_with(ns, &["-g", &format!("{base6}/boot/{mac}.ipxe")]);
-    // A window lasts 10 s: asked by its claimant, the node (IPv4, or IPv6 with its second
-    // NIC: another address would be a conflict), its script is refused once it has closed.
-    let window_closed = |ipv6: bool| {
-        let deadline = Instant::now() + Duration::from_secs(25);
-        let asked = || match ipv6 {
-            true => script6(&lan.node, NODE_MAC_2),
-            false => script(&lan.node, NODE_MAC),
-        };
-        while asked().1 != "404" {
-            assert!(Instant::now() < deadline, "the boot window never closed");
-            std::thread::sleep(Duration::from_millis(250));
-        }
-    };
     let unknown = script(&lan.stranger, UNKNOWN_MAC);
     assert_eq!(unknown.1, "404");
     // Both hosts have talked to the server: their entries exist (the attacker's on both
@@ -506,22 +530,12 @@ fn a_double_flip_gets_no_secret_and_is_caught() {
     let lan = Lan::new();
     let server = lan.server_ip();
     let (app, _serve, base) = serve_on(&lan, json!([chap_node()]));
-    let script = |ns: &str, mac: &str| lan.curl(ns, &format!("{base}/boot/{mac}.ipxe"));
+    let boot = Scripts::of(&lan, &base);
+    let (script, script6) =
+        (|ns: &str, mac: &str| boot.v4(ns, mac), |ns: &str, mac: &str| boot.v6(ns, mac));
+    let window_closed = |ipv6: bool| boot.window_closed(ipv6);
     let server6 = format!("{}::1", lan.prefix6());
-    let base6 = format!("http://[{server6}]:8080");
-    let script6 =
-        |ns: &str, mac: &str| lan.curl_with(ns, &["-g", &format!("{base6}/boot/{mac}.ipxe")]);
-    let window_closed = |ipv6: bool| {
-        let deadline = Instant::now() + Duration::from_secs(25);
-        let asked = || match ipv6 {
-            true => script6(&lan.node, NODE_MAC_2),
-            false => script(&lan.node, NODE_MAC),
-        };
-        while asked().1 != "404" {
-            assert!(Instant::now() < deadline, "the boot window never closed");
-            std::thread::sleep(Duration::from_millis(250));
-        }
-    };
+    let base6 = boot.base6.clone();
     let (node_ip, node_ip6) = (format!("{}.2", lan.prefix), format!("{}::2", lan.prefix6()));
     const BOGUS_MAC: &str = "02:00:00:00:be:ef";
     for (ipv6, target, hidden) in [(false, &server, &node_ip), (true, &server6, &node_ip6)] {

@@ -47,31 +47,23 @@ pub(super) fn source_files() -> Vec<(String, String)> {
             dirs.push(entry.unwrap().path().join("src"));
         }
     }
-    let mut files = Vec::new();
-    for dir in dirs {
-        if dir.is_dir() {
-            collect_rs(&dir, &mut files);
-        }
-    }
-    files.sort();
-    assert!(files.len() > 20, "tidy found only {} source files: wrong root?", files.len());
-    files
-        .into_iter()
-        .map(|path| {
-            let text = std::fs::read_to_string(&path)
-                .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-            let relative = path.strip_prefix(root()).unwrap();
-            (relative.to_string_lossy().replace('\\', "/"), text)
-        })
-        .collect()
+    read_rs(&dirs, "source")
 }
 
 /// Every `.rs` file under `tests/`, as [`source_files`] gives those of the crates.
 pub(super) fn test_files() -> Vec<(String, String)> {
+    read_rs(&[root().join("tests")], "test")
+}
+
+/// Every `.rs` file under `dirs` (those that exist), read, sorted by path; more than 20 of them
+/// (`what` names them when there are not).
+fn read_rs(dirs: &[PathBuf], what: &str) -> Vec<(String, String)> {
     let mut files = Vec::new();
-    collect_rs(&root().join("tests"), &mut files);
+    for dir in dirs.iter().filter(|d| d.is_dir()) {
+        collect_rs(dir, &mut files);
+    }
     files.sort();
-    assert!(files.len() > 20, "tidy found only {} test files: wrong root?", files.len());
+    assert!(files.len() > 20, "tidy found only {} {what} files: wrong root?", files.len());
     files
         .into_iter()
         .map(|path| {
