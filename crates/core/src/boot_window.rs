@@ -122,13 +122,11 @@ struct Window {
     /// A conflict was raised in it: the claimant of a sign's window is then no proof of the
     /// node's address.
     contested: bool,
-    /// Its end was accounted for (the last address moved, or not).
-    settled: bool,
 }
 
 impl Window {
     fn new(opened: Instant, opener: Opener, stamp: Option<u64>) -> Window {
-        Window { opened, opener, claimant: None, stamp, contested: false, settled: false }
+        Window { opened, opener, claimant: None, stamp, contested: false }
     }
 }
 
@@ -178,12 +176,12 @@ impl BootWindows {
 
     /// Accounts for the end of the node's window, if it has ended by `now` (or `replaced`: a
     /// new window takes its place): an uncontested claimant's address becomes the last one.
+    /// Idempotent: an ended window no longer changes, so settling it again sets the same.
     fn settle(&self, state: &mut NodeState, now: Instant, replaced: bool) {
-        let Some(window) = state.window.as_mut() else { return };
-        if window.settled || (!replaced && self.live(window, now)) {
+        let Some(window) = state.window.as_ref() else { return };
+        if !replaced && self.live(window, now) {
             return;
         }
-        window.settled = true;
         // bootvol's own window serves its first claimant on trust, and that is the node; a
         // sign's window proves its claimant only if no one contested it.
         let proven = !window.contested || matches!(window.opener, Opener::Conductor(_));

@@ -114,6 +114,7 @@ impl Neighbours {
             .filter(|e| e.complete_mac().is_some())
             .map(|e| e.ifindex)
             .collect();
+        interfaces.sort_unstable();
         interfaces.dedup();
         match interfaces.as_slice() {
             [one] => Some(*one),

@@ -214,22 +214,17 @@ impl ScriptAccess {
         client: Client,
         last: Option<IpAddr>,
     ) -> Option<IpAddr> {
-        let candidates: Vec<IpAddr> = match last {
-            Some(address) => {
-                return self.segment_answers(client, address, &script.node_macs).await;
-            }
-            None => {
-                let mut all: Vec<IpAddr> = script
-                    .node_macs
-                    .iter()
-                    .flat_map(|mac| self.neighbours.addresses_of(*mac, client.address))
-                    .collect();
-                all.sort_unstable();
-                all.dedup();
-                all.truncate(MAX_PROBED);
-                all
-            }
-        };
+        if let Some(address) = last {
+            return self.segment_answers(client, address, &script.node_macs).await;
+        }
+        let mut candidates: Vec<IpAddr> = script
+            .node_macs
+            .iter()
+            .flat_map(|mac| self.neighbours.addresses_of(*mac, client.address))
+            .collect();
+        candidates.sort_unstable();
+        candidates.dedup();
+        candidates.truncate(MAX_PROBED);
         for address in candidates {
             if self.neighbours.answers_at(address, &script.node_macs).await {
                 return Some(address);
