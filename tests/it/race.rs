@@ -150,12 +150,18 @@ fn background_services_never_take_over_an_api_action() {
     let (status, body) =
         rig.call("PUT", "/v1/nodes/n1/states/provision", Some(json!({"target": "active"})));
     assert_eq!(status, 202, "{body}");
+    // The passing state and the target are recorded before the 202, as Ironic records them: a
+    // client that waits for the node to leave `deploying` never sees it before it entered.
+    let node = rig.node();
+    assert_eq!(node["provision_state"], "deploying", "{node}");
+    assert_eq!(node["target_provision_state"], "active", "{node}");
     let db = rig.db();
     let deadline = Instant::now() + Duration::from_secs(30);
-    let (mut samples, mut refused) = (0, false);
+    // Counted in time, not in samples: under load each look takes longer than its 100 ms pause.
+    let (mut deploying, mut refused): (Option<(Instant, Instant)>, bool) = (None, false);
     loop {
         let node = rig.node();
-        if node["provision_state"] != "deploying" && node["provision_state"] != "available" {
+        if node["provision_state"] != "deploying" {
             assert_eq!(node["provision_state"], "active", "{node}");
             break;
         }
@@ -166,8 +172,10 @@ fn background_services_never_take_over_an_api_action() {
             let holder = db.lock_holder(&rig.uuid).unwrap();
             let holder = holder.unwrap_or_else(|| panic!("the deploy's lock vanished: {node}"));
             assert_eq!(holder.action, "deploy", "{holder:?}");
-            samples += 1;
-            if !refused && samples >= 15 {
+            let now = Instant::now();
+            let (first, _) = *deploying.get_or_insert((now, now));
+            deploying = Some((first, now));
+            if !refused && now - first >= Duration::from_millis(1500) {
                 // A second action meanwhile is refused, like any other process's.
                 let (status, body) = rig.call(
                     "PUT",
@@ -180,7 +188,13 @@ fn background_services_never_take_over_an_api_action() {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert!(samples >= 20, "the deploy ran {samples} samples: the BMC was not slow enough");
+    // Two ticks of each background service fit in what was seen of the deploy.
+    let (first, last) = deploying.expect("the deploy was never seen running");
+    assert!(
+        last - first >= Duration::from_secs(2),
+        "the deploy was seen running for {:?} only: the BMC was not slow enough",
+        last - first
+    );
     assert!(refused);
     let node = rig.node();
     assert_eq!(node["power_state"], "power on", "{node}");

@@ -47,30 +47,45 @@ impl Db {
         Ok(())
     }
 
-    /// What an accepted action shows at once (its target states), before it runs; clears
-    /// `last_error`. Only those columns.
+    /// What an accepted action shows at once, before it runs, as Ironic shows it before its
+    /// 202: the state it passes through (`during`, e.g. `inspecting`) and its target states;
+    /// clears `last_error`. Only those columns.
     pub fn set_action_targets(
         &self,
         node_uuid: &str,
+        during: Option<ProvisionState>,
         provision: Option<ProvisionState>,
         power: Option<PowerState>,
     ) -> Result<(), DbError> {
         self.update_node_row(
-            "UPDATE nodes SET target_provision_state = COALESCE(?2, target_provision_state), \
+            "UPDATE nodes SET provision_state = COALESCE(?4, provision_state), \
+             target_provision_state = COALESCE(?2, target_provision_state), \
              target_power_state = COALESCE(?3, target_power_state), last_error = NULL, \
              updated_at = strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now') WHERE uuid = ?1",
-            args![node_uuid, provision.map(|s| s.as_str()), power.map(|s| s.as_str())],
+            args![
+                node_uuid,
+                provision.map(|s| s.as_str()),
+                power.map(|s| s.as_str()),
+                during.map(|s| s.as_str())
+            ],
         )?;
         Ok(())
     }
 
-    /// An accepted action that was refused before it changed anything: no pending target, and
-    /// `last_error` says why. Only those columns.
-    pub fn end_refused_action(&self, node_uuid: &str, message: &str) -> Result<(), DbError> {
+    /// An accepted action that was refused before it changed anything: back in the state it
+    /// was accepted in (`previous`, when [`Db::set_action_targets`] moved it), no pending
+    /// target, and `last_error` says why. Only those columns.
+    pub fn end_refused_action(
+        &self,
+        node_uuid: &str,
+        previous: Option<ProvisionState>,
+        message: &str,
+    ) -> Result<(), DbError> {
         self.update_node_row(
-            "UPDATE nodes SET target_provision_state = NULL, target_power_state = NULL, \
-             last_error = ?2, updated_at = strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now') WHERE uuid = ?1",
-            args![node_uuid, message],
+            "UPDATE nodes SET provision_state = COALESCE(?3, provision_state), \
+             target_provision_state = NULL, target_power_state = NULL, last_error = ?2, \
+             updated_at = strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now') WHERE uuid = ?1",
+            args![node_uuid, message, previous.map(|s| s.as_str())],
         )?;
         Ok(())
     }

@@ -335,7 +335,7 @@ pub(super) async fn callback(
 ) -> Result<(), ConductorError> {
     let record = conductor.load(node_uuid).await?;
     admit_ramdisk(&record, token, &caller)?;
-    let lock = conductor.begin(&record, "deploy call-back", None, None).await?;
+    let lock = conductor.begin(&record, "deploy call-back", super::Shown::NOTHING).await?;
     // Checked again under the lock: the deployment may have expired meanwhile.
     let mut record = match conductor.load(node_uuid).await {
         Ok(record) if waits_for(&record, token) => record,

@@ -351,9 +351,11 @@ impl Conductor {
             record = self.load(key).await?;
         }
         self.admit(&record, &action)?;
-        let (provision, power) = action.targets(&record);
-        let marked = provision.is_some() || power.is_some();
-        let lock = self.begin(&record, &action.verb(), provision, power).await?;
+        let shown = action.shown(&record);
+        let marked = shown.marked();
+        // The state to go back to when the action is refused once running.
+        let previous = shown.during.map(|_| record.node.provision_state);
+        let lock = self.begin(&record, &action.verb(), shown).await?;
         if let Some(drive) = configdrive {
             record.node.instance_info.insert("configdrive".into(), drive);
             let (uuid, info) = (record.node.uuid.clone(), record.node.instance_info.clone());
@@ -361,7 +363,9 @@ impl Conductor {
                 // The targets `begin` recorded are taken back, saying why.
                 let (uuid, why) =
                     (record.node.uuid.clone(), format!("config drive not stored: {e}"));
-                if let Err(e) = self.db.run(move |db| db.end_refused_action(&uuid, &why)).await {
+                if let Err(e) =
+                    self.db.run(move |db| db.end_refused_action(&uuid, previous, &why)).await
+                {
                     tracing::error!(error = %e, "recording a refused action");
                 }
                 lock.release().await;
@@ -383,7 +387,8 @@ impl Conductor {
                 && marked
             {
                 let message = message.clone();
-                if let Err(e) = this.db.run(move |db| db.end_refused_action(&uuid, &message)).await
+                if let Err(e) =
+                    this.db.run(move |db| db.end_refused_action(&uuid, previous, &message)).await
                 {
                     tracing::error!(error = %e, "recording a refused action");
                 }
@@ -400,19 +405,19 @@ impl Conductor {
         self.start(key, action).await?.finished().await
     }
 
-    /// Locks the node for an action and records its target states (those columns only).
+    /// Locks the node for an action and records what it shows at once (those columns only).
     async fn begin(
         &self,
         record: &NodeRecord,
         verb: &str,
-        provision: Option<ProvisionState>,
-        power: Option<PowerState>,
+        shown: Shown,
     ) -> Result<NodeLock, ConductorError> {
         let lock = self.lock(record, verb).await?;
-        if provision.is_some() || power.is_some() {
+        if shown.marked() {
             let uuid = record.node.uuid.clone();
+            let Shown { during, provision, power } = shown;
             if let Err(e) =
-                self.db.run(move |db| db.set_action_targets(&uuid, provision, power)).await
+                self.db.run(move |db| db.set_action_targets(&uuid, during, provision, power)).await
             {
                 lock.release().await;
                 return Err(e.into());
@@ -597,17 +602,48 @@ impl Action {
         }
     }
 
-    /// The target states shown as soon as the action is accepted (as Ironic does before it
-    /// answers 202), so that a client polling the node sees it pending.
-    fn targets(&self, record: &NodeRecord) -> (Option<ProvisionState>, Option<PowerState>) {
+    /// What the node shows as soon as the action is accepted, as Ironic shows it before it
+    /// answers 202, so that a client polling the node sees it pending: a provision action's
+    /// passing state (a client waiting for `inspect` to end in `manageable` would otherwise
+    /// see the node already there) and target, a power action's target.
+    fn shown(&self, record: &NodeRecord) -> Shown {
+        let none = Shown::NOTHING;
         match self {
-            Action::Provision(verb) => {
-                (plan(record.node.provision_state, *verb).ok().map(|p| p.target), None)
+            Action::Provision(verb) => match plan(record.node.provision_state, *verb) {
+                Ok(plan) => Shown {
+                    // Abort's end state is its work (fail_deployment), not a passing state.
+                    during: (plan.during != record.node.provision_state && *verb != Verb::Abort)
+                        .then_some(plan.during),
+                    provision: Some(plan.target),
+                    power: None,
+                },
+                Err(_) => none,
+            },
+            Action::Power(PowerAction::On | PowerAction::Reboot) => {
+                Shown { power: Some(PowerState::On), ..none }
             }
-            Action::Power(PowerAction::On | PowerAction::Reboot) => (None, Some(PowerState::On)),
-            Action::Power(PowerAction::Off | PowerAction::SoftOff) => (None, Some(PowerState::Off)),
-            _ => (None, None),
+            Action::Power(PowerAction::Off | PowerAction::SoftOff) => {
+                Shown { power: Some(PowerState::Off), ..none }
+            }
+            _ => none,
         }
+    }
+}
+
+/// What an accepted action shows before it runs: see [`Action::shown`].
+#[derive(Debug, Clone, Copy)]
+struct Shown {
+    during: Option<ProvisionState>,
+    provision: Option<ProvisionState>,
+    power: Option<PowerState>,
+}
+
+impl Shown {
+    /// An action that shows nothing before it runs (a boot device, a call-back).
+    const NOTHING: Shown = Shown { during: None, provision: None, power: None };
+
+    fn marked(&self) -> bool {
+        self.during.is_some() || self.provision.is_some() || self.power.is_some()
     }
 }
 
