@@ -6,7 +6,10 @@
 #
 # What the tests use:
 #   qemu-system-x86 ipxe-qemu        QEMU 7.2 with iPXE NIC ROMs (BIOS and EFI)
-#   ovmf                             UEFI firmware
+#   ovmf                             UEFI firmware (with Secure Boot: the snakeoil store and key)
+#   sbsigntool openssl curl          Secure Boot (tests/e2e/secure_boot.rs): bootvol signs iPXE with
+#                                    sbsign; the test decrypts the key, signs the volume's loader,
+#                                    and reads the node page inside the namespace
 #   ipxe                             snponly.efi, served by bootvol's TFTP to EDK2's PXE client
 #   tgt                              tgtd/tgtadm: the iSCSI targets
 #   vblade                           the AoE target
@@ -35,7 +38,7 @@ export DEBIAN_FRONTEND=noninteractive
 
 PACKAGES=(
     qemu-system-x86 ipxe-qemu ipxe ovmf tgt vblade dnsmasq-base iproute2
-    mtools dosfstools nfs-ganesha nfs-ganesha-vfs rpcbind
+    mtools dosfstools nfs-ganesha nfs-ganesha-vfs rpcbind sbsigntool openssl curl
 )
 
 echo "== e2e-deps: apt-get update"

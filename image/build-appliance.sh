@@ -110,11 +110,12 @@ cache=$(cd "$cache" && pwd)
 # What the appliance runs; everything else comes as a dependency. dbus: systemd-logind needs it
 # to turn the power button into a clean shutdown. openssl: the API's self-signed certificate
 # (link-config, first boot). signify-openbsd: bootvol-update's signature check (Ed25519, against
-# image/update-keys/). The first admin password is bootvol's own. usr-is-merged keeps usrmerge
+# image/update-keys/). sbsigntool: sbsign, which signs iPXE for Secure Boot nodes when
+# [secure_boot] is set. The first admin password is bootvol's own. usr-is-merged keeps usrmerge
 # (and perl) out where it can; what the essential set still drags in is purged below.
 PACKAGES=(
     usr-is-merged systemd systemd-sysv udev kmod e2fsprogs iproute2 procps
-    "$kernel_pkg" ipxe systemd-boot openssl signify-openbsd dbus
+    "$kernel_pkg" ipxe systemd-boot openssl signify-openbsd sbsigntool dbus
 )
 # Purged after the bootstrap: perl (about 50 MB), usrmerge, which the essential set still pulls
 # in, and what only they need; nothing at run time uses them. (The essential set has no apt

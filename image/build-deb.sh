@@ -66,6 +66,7 @@ Architecture: amd64
 Maintainer: bootvol developers <bootvol@localhost>
 Installed-Size: $installed_kib
 Depends: libc6 (>= 2.36), libgcc-s1, ipxe, systemd (>= 252)
+Recommends: sbsigntool
 Section: net
 Priority: optional
 Homepage: https://github.com/bootvol/bootvol

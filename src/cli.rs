@@ -286,6 +286,10 @@ fn check_config(config: &Config, origin: &str, out: &mut dyn Write) -> Result<()
     config.check_descriptors(hard, origin)?;
     let database = bootvol_db::Target::from_config(&config.database)
         .map_err(|m| anyhow::anyhow!("{origin}: {m}"))?;
+    // What `serve` signs at start, signed now (into a directory removed at once).
+    let tftp_root = bootvol_core::files::FileRoot::new(&config.tftp.root).ok();
+    let signed = crate::app::signed_binaries(config, tftp_root.as_ref())
+        .with_context(|| format!("{origin}: [secure_boot]"))?;
     writeln!(out, "{origin}: OK")?;
     writeln!(out, "{}", database.describe())?;
     writeln!(out, "{}", bootvol_runtime::public_url::explain(config))?;
@@ -303,6 +307,18 @@ fn check_config(config: &Config, origin: &str, out: &mut dyn Write) -> Result<()
     }
     if let Some(addr) = config.api.loopback_listen {
         writeln!(out, "api: plain HTTP, REST API only, on loopback {addr}")?;
+    }
+    match (&signed, config.secure_boot.signing()) {
+        (Some(_), Some((_, cert))) => writeln!(
+            out,
+            "secure_boot: the EFI binaries of {} are served signed with the key of {} (signing checked)",
+            config.tftp.root.display(),
+            cert.display()
+        )?,
+        _ => writeln!(
+            out,
+            "secure_boot: off (no [secure_boot] key): nodes with capability secure_boot:true do not validate"
+        )?,
     }
     writeln!(out, "{config:#?}")?;
     Ok(())

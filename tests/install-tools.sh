@@ -8,6 +8,7 @@
 # What it brings (about 10 minutes on a fresh machine; apt, PyPI and the npm registry):
 #   curl atftp tftp-hpa          the TFTP clients of tests/it/tftp.rs
 #   openssl signify-openbsd      the TLS tests, the appliance's update scripts
+#   sbsigntool ipxe              Secure Boot: bootvol signs Debian's iPXE (tests/it/secure_boot.rs)
 #   python3 iproute2             the raw-socket attacker of tests/it/neighbour.rs, network namespaces
 #   .ci/e2e-deps.sh              the VM boots: QEMU, iPXE, OVMF, tgt, vblade, dnsmasq, nfs-ganesha
 #   tests/cinder/setup-venv.sh   a real Cinder (target/cinder-venv)
@@ -47,9 +48,9 @@ retry() {
 }
 apt_install() { retry apt-get install -y -q --no-install-recommends "$@"; }
 
-step "apt: TFTP clients, openssl, signify-openbsd, python3, iproute2"
+step "apt: TFTP clients, openssl, signify-openbsd, sbsigntool, ipxe, python3, iproute2"
 retry apt-get update -q
-apt_install curl atftp tftp-hpa openssl signify-openbsd python3 iproute2
+apt_install curl atftp tftp-hpa openssl signify-openbsd sbsigntool ipxe python3 iproute2
 
 step "the VM boot tests (QEMU, iPXE, OVMF, tgt, vblade, dnsmasq, nfs-ganesha)"
 retry .ci/e2e-deps.sh

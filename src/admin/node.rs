@@ -368,6 +368,7 @@ fn node_view(record: &NodeRecord, default: StorageInterfaceName, boot: rack::Nod
         "provision_state": n.provision_state.as_str(),
         "storage_interface": n.effective_storage_interface(default).as_str(),
         "scenario": boot.scenario, "boot_problem": boot.problem,
+        "secure_boot": n.capabilities().is_ok_and(|c| c.flag("secure_boot")),
         "maintenance": n.maintenance, "maintenance_reason": n.maintenance_reason,
         "last_error": n.last_error,
     })

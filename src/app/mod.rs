@@ -211,10 +211,12 @@ impl Owners {
                 "no admin password is set and none could be written");
         }
         let tftp_root = served_root(&config.tftp.root, "tftp.root");
+        let signed = signed_binaries(config, tftp_root.as_ref())?;
         let boot = BootState {
             snapshot: Arc::clone(&self.snapshot.current),
             files: served_root(&config.http.files_root, "http.files_root"),
             ipxe: tftp_root.clone(),
+            signed: signed.clone(),
             deploy: Some(Arc::new(bridges::DeployBridge(self.conductor.clone()))),
             recent: Arc::clone(&self.recent),
             access: Arc::clone(&self.access),
@@ -228,7 +230,8 @@ impl Owners {
             tasks.clone(),
         )
         .with_recent(Arc::clone(&self.recent))
-        .with_metrics(Arc::clone(&self.metrics));
+        .with_metrics(Arc::clone(&self.metrics))
+        .with_signed(signed);
         let api = crate::api::ApiState::new(
             Arc::new(config.clone()),
             self.conductor.clone(),
@@ -334,6 +337,30 @@ fn script_access(
 
 /// A served folder, or `None` (with a warning) when it does not exist: the listeners still
 /// serve boot scripts.
+/// With `[secure_boot]`: the signed EFI binaries of the TFTP root, those the ProxyDHCP hands
+/// out signed now, so that a key, certificate or signer that does not work stops the start.
+pub(crate) fn signed_binaries(
+    config: &Config,
+    tftp_root: Option<&FileRoot>,
+) -> Result<Option<Arc<bootvol_edge::secure_boot::SignedBinaries>>> {
+    if config.secure_boot.signing().is_none() {
+        return Ok(None);
+    }
+    let Some(root) = tftp_root else {
+        anyhow::bail!(
+            "[secure_boot] is set but tftp.root {} is unusable: there is nothing to sign",
+            config.tftp.root.display()
+        );
+    };
+    let signed = bootvol_edge::secure_boot::SignedBinaries::new(&config.secure_boot, root.clone())?
+        .map(Arc::new);
+    if let Some(signed) = &signed {
+        let names = signed.sign_present()?;
+        tracing::info!(signed = ?names, root = %root.path().display(), "secure boot: iPXE EFI binaries are served signed");
+    }
+    Ok(signed)
+}
+
 fn served_root(path: &std::path::Path, key: &str) -> Option<FileRoot> {
     match FileRoot::new(path) {
         Ok(root) => Some(root),

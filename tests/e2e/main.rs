@@ -23,6 +23,7 @@ mod neighbour;
 mod nfs_root;
 mod proxy_dhcp;
 mod reports;
+mod secure_boot;
 #[path = "../lib/skip.rs"]
 #[allow(dead_code)] // the kinds of tools the other test binary needs
 mod skip;

@@ -112,8 +112,9 @@ fn start_dnsmasq(netns: &str, dir: &Path, name: &str, conf: &str) -> Daemon {
 }
 
 /// The node booting from `IQN` on `SERVER_IP`, with the port `mac`.
-fn node(mac: &str, uefi: bool) -> serde_json::Value {
+fn node(mac: &str, uefi: bool, more_capabilities: &str) -> serde_json::Value {
     let capabilities = if uefi { "iscsi_boot:true,boot_mode:uefi" } else { "iscsi_boot:true" };
+    let capabilities = format!("{capabilities}{more_capabilities}");
     json!({"nodes": [{
         "name": "e2e-proxy-dhcp",
         "storage_interface": "external", "provision_state": "active",
@@ -136,11 +137,20 @@ fn start_bootvol(
     dhcp: Option<(&str, &str)>,
     nodes: &serde_json::Value,
 ) -> Bootvol {
+    start_bootvol_with(dir, Settings::in_netns(netns, ip), dhcp, nodes)
+}
+
+/// [`start_bootvol`] with `settings` of the caller's.
+fn start_bootvol_with(
+    dir: &Path,
+    mut settings: Settings,
+    dhcp: Option<(&str, &str)>,
+    nodes: &serde_json::Value,
+) -> Bootvol {
     std::fs::create_dir_all(dir).unwrap();
-    let mut settings = Settings::in_netns(netns, ip);
     if let Some((interface, extra)) = dhcp {
-        settings.extra_config =
-            format!("\n[dhcp]\nmode = \"proxy\"\ninterfaces = [\"{interface}\"]\n{extra}");
+        settings.extra_config +=
+            &format!("\n[dhcp]\nmode = \"proxy\"\ninterfaces = [\"{interface}\"]\n{extra}");
     }
     let mut bootvol = Bootvol::configure(dir, settings);
     bootvol.apply(nodes);
@@ -150,34 +160,47 @@ fn start_bootvol(
 
 /// What a case changes in the rig.
 #[derive(Default)]
-struct Options<'a> {
+pub(crate) struct Options<'a> {
     /// The volume holds an EFI system partition (else a BIOS boot sector).
-    uefi: bool,
+    pub(crate) uefi: bool,
     /// bootvol's ProxyDHCP stays off (something else answers).
-    no_proxy: bool,
+    pub(crate) no_proxy: bool,
     /// More `[dhcp]` lines.
-    dhcp: &'a str,
+    pub(crate) dhcp: &'a str,
     /// More dnsmasq configuration.
-    dnsmasq: &'a str,
+    pub(crate) dnsmasq: &'a str,
+    /// More capabilities of the node (`,secure_boot:true`).
+    pub(crate) capabilities: &'a str,
+    /// More of bootvol's configuration (`[secure_boot]`).
+    pub(crate) bootvol: &'a str,
+    /// The EFI volume's `\EFI\BOOT\BOOTX64.EFI`, instead of the marker application as it is
+    /// (a signed one).
+    pub(crate) loader: Option<Vec<u8>>,
 }
 
 /// The boot network with dnsmasq (addresses only) on it, tgtd and bootvol in the server's
 /// namespace, and the node's volume. Fields drop in order: the daemons, then the namespaces.
-struct Rig {
-    bootvol: Bootvol,
+pub(crate) struct Rig {
+    pub(crate) bootvol: Bootvol,
     tgtd: Tgtd,
     _dnsmasq: Daemon,
     dhcp: Side,
     netns: Netns,
     dir: PathBuf,
-    mac: &'static str,
+    pub(crate) mac: &'static str,
     marker: &'static str,
 }
 
 impl Rig {
-    fn new(e2e: &E2e, mac: &'static str, marker: &'static str, options: &Options) -> Rig {
+    pub(crate) fn new(
+        e2e: &E2e,
+        mac: &'static str,
+        marker: &'static str,
+        options: &Options,
+    ) -> Rig {
         let volume = if options.uefi {
-            efi_volume(e2e.dir.path(), "proxy", &[("EFI/BOOT/BOOTX64.EFI", efi_app(marker))])
+            let loader = options.loader.clone().unwrap_or_else(|| efi_app(marker));
+            efi_volume(e2e.dir.path(), "proxy", &[("EFI/BOOT/BOOTX64.EFI", loader)])
         } else {
             bios_volume(&e2e.path("boot.img"), marker, false)
         };
@@ -195,8 +218,12 @@ impl Rig {
             outgoing: None,
         });
         let proxy = (!options.no_proxy).then_some(("br0", options.dhcp));
-        let bootvol =
-            start_bootvol(e2e.dir.path(), netns.name(), SERVER_IP, proxy, &node(mac, options.uefi));
+        let mut settings = Settings::in_netns(netns.name(), SERVER_IP);
+        settings.extra_config = options.bootvol.to_owned();
+        // The API listens on the namespace's loopback: the admin page without log-in.
+        settings.api_noauth = true;
+        let nodes = node(mac, options.uefi, options.capabilities);
+        let bootvol = start_bootvol_with(e2e.dir.path(), settings, proxy, &nodes);
         // Addresses (and IPv6 router advertisements, so iPXE does not wait for IPv6), and
         // nothing else: no `dhcp-boot`, no `dhcp-match`, no TFTP.
         let conf = format!(
@@ -220,13 +247,13 @@ impl Rig {
     }
 
     /// The VM, on the bridge.
-    fn vm(&self, firmware: Firmware) -> Vm {
+    pub(crate) fn vm(&self, firmware: Firmware) -> Vm {
         let tap = Network::Tap { netns: self.netns.name().to_owned(), ifname: TAP.to_owned() };
         Vm::new(firmware, tap, self.mac)
     }
 
     /// Boots `vm` and asserts the marker volume booted.
-    fn boot_marker(&self, vm: &Vm, others: &[String]) -> Boot {
+    pub(crate) fn boot_marker(&self, vm: &Vm, others: &[String]) -> Boot {
         let boot = vm.boot(&self.dir, &[self.marker], DEADLINE);
         let code = if vm.firmware == Firmware::Bios { EXIT_BIOS_MARKER } else { EXIT_EFI_MARKER };
         let mut logs = self.logs();
@@ -236,13 +263,13 @@ impl Rig {
     }
 
     /// bootvol's, tgtd's and dnsmasq's logs, for failure messages.
-    fn logs(&self) -> Vec<String> {
+    pub(crate) fn logs(&self) -> Vec<String> {
         vec![self.bootvol.log(), self.tgtd.log(), tail(&self.dir.join("dnsmasq.log"), 3000)]
     }
 }
 
 /// The lines of `log` holding every one of `words`.
-fn lines<'a>(log: &'a str, words: &[&str]) -> Vec<&'a str> {
+pub(crate) fn lines<'a>(log: &'a str, words: &[&str]) -> Vec<&'a str> {
     log.lines().filter(|l| words.iter().all(|w| l.contains(w))).collect()
 }
 
@@ -258,7 +285,7 @@ fn field<'a>(line: &'a str, name: &str) -> &'a str {
 }
 
 /// Whether bootvol served the node's own script (`GET /boot/<mac>.ipxe`).
-fn served_script(log: &str, mac: &str) -> bool {
+pub(crate) fn served_script(log: &str, mac: &str) -> bool {
     !lines(log, &["boot script", &format!("mac={mac}"), "scenario=\"iscsi\""]).is_empty()
 }
 
@@ -309,7 +336,7 @@ fn uefi_ipxe_rom_boots_through_proxy_dhcp() {
 
 /// What EDK2's own PXE client did, from bootvol's log: the answer that sent it to
 /// `snponly.efi` (port and kind), then the TFTP transfer, then iPXE's request for `boot.ipxe`.
-fn assert_edk2_pxe_chainload(log: &str, mac: &str, port: &str, kind: &str) {
+pub(crate) fn assert_edk2_pxe_chainload(log: &str, mac: &str, port: &str, kind: &str) {
     let mac = format!("mac={mac}");
     let answer =
         first(log, &["ProxyDHCP answered", port, &mac, "arch=7 ", "file=snponly.efi ", kind]);
@@ -490,7 +517,7 @@ fn two_instances_one_killed_still_boots() {
         side.name(),
         second_ip,
         Some(("eth0", "")),
-        &node(rig.mac, false),
+        &node(rig.mac, false, ""),
     );
     let vm = rig.vm(Firmware::Bios);
 

@@ -228,6 +228,55 @@ fn apply_reports_counts_and_names_the_rest_with_verbose() {
     assert_eq!(again.trim_end(), format!("unchanged: {} (30)", names.join(", ")));
 }
 
+/// `check-config` signs what `serve` would sign: a key that is not the certificate's, an
+/// encrypted key, or a missing signer is named before the service starts.
+#[test]
+#[allow(clippy::disallowed_methods)] // tests drive real tools (openssl, sbverify)
+fn check_config_signs_with_the_secure_boot_key_before_serve_does() {
+    let app = new_appliance();
+    let Some((key, cert)) = crate::serve::secure_boot_key(app.dir.path()) else { return };
+    let root = app.path("ipxe");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::copy("/usr/lib/ipxe/snponly.efi", root.join("snponly.efi")).unwrap();
+    let config = |key: &Path, sbsign: &str| {
+        let text = format!(
+            "[tftp]\nroot = \"{}\"\n[secure_boot]\nkey = \"{}\"\ncert = \"{}\"\nsbsign = \"{sbsign}\"\n",
+            root.display(),
+            key.display(),
+            cert.display()
+        );
+        std::fs::write(app.path("bootvol.toml"), text).unwrap();
+    };
+    config(&key, "/usr/bin/sbsign");
+    let out = app.ok(&["check-config"]);
+    assert!(out.contains("secure_boot: the EFI binaries of"), "{out}");
+    // Another key than the certificate's.
+    let other = app.dir.path().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    let (other_key, _) = crate::serve::secure_boot_key(&other).unwrap();
+    config(&other_key, "/usr/bin/sbsign");
+    let err = app.fails(&["check-config"]);
+    assert!(err.contains("[secure_boot]: signing snponly.efi:"), "{err}");
+    assert!(err.contains("private key does not match certificate"), "{err}");
+    // An encrypted key: refused by name, never handed to a signer that would ask for its
+    // passphrase.
+    let encrypted = app.path("encrypted.key");
+    let status = std::process::Command::new("openssl")
+        .args(["pkey", "-aes256", "-passout", "pass:secret", "-in"])
+        .arg(&key)
+        .arg("-out")
+        .arg(&encrypted)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    config(&encrypted, "/usr/bin/sbsign");
+    let err = app.fails(&["check-config"]);
+    assert!(err.contains("is encrypted, and the service cannot type its passphrase"), "{err}");
+    config(&key, "/nonexistent/sbsign");
+    let err = app.fails(&["check-config"]);
+    assert!(err.contains("apt install sbsigntool"), "{err}");
+}
+
 #[test]
 fn check_config_names_the_bad_key() {
     let app = new_appliance();

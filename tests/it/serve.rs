@@ -350,3 +350,98 @@ fn fifos_and_devices_in_the_served_roots_are_refused_at_once() {
     assert_eq!(curl_tftp(&server, "ok.bin", &[]), (0, b"ok".to_vec()));
     server.stop().unwrap();
 }
+
+/// A key and a self-signed certificate (PEM) made for a test, as an operator makes theirs for
+/// their nodes' `db`; `None` (the test skipped, saying so) without the Secure Boot tools or
+/// Debian's iPXE.
+#[allow(clippy::disallowed_methods)] // tests drive real tools (openssl, sbverify)
+pub(crate) fn secure_boot_key(dir: &Path) -> Option<(std::path::PathBuf, std::path::PathBuf)> {
+    use crate::skip::{SECURE_BOOT, have, skip};
+    if !have(SECURE_BOOT, &["sbsign", "sbverify", "openssl"]) {
+        return None;
+    }
+    if !Path::new("/usr/lib/ipxe/snponly.efi").is_file()
+        || !Path::new("/usr/lib/ipxe/ipxe.efi").is_file()
+    {
+        skip(SECURE_BOOT, "Debian's iPXE (/usr/lib/ipxe/snponly.efi, ipxe.efi) is not installed");
+        return None;
+    }
+    let (key, cert) = (dir.join("db.key"), dir.join("db.pem"));
+    let status = std::process::Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-subj",
+            "/CN=bootvol test db key",
+            "-days",
+            "1",
+            "-keyout",
+        ])
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    Some((key, cert))
+}
+
+/// Whether `binary` carries a signature `cert` verifies (sbverify).
+#[allow(clippy::disallowed_methods)] // tests drive real tools (openssl, sbverify)
+fn verifies(dir: &Path, binary: &[u8], cert: &Path) -> bool {
+    let file = dir.join("verify.efi");
+    std::fs::write(&file, binary).unwrap();
+    std::process::Command::new("sbverify")
+        .arg("--cert")
+        .arg(cert)
+        .arg(&file)
+        .output()
+        .unwrap()
+        .status
+        .success()
+}
+
+/// `[secure_boot]`: the EFI binaries of the TFTP root go out signed with the operator's key,
+/// the same bytes over HTTP `/ipxe/` and TFTP, with their length; a binary replaced on disk is
+/// signed again before it is served; other files go out as they are.
+#[test]
+fn efi_binaries_are_served_signed_with_the_secure_boot_key_and_signed_again_when_changed() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some((key, cert)) = secure_boot_key(dir.path()) else { return };
+    let root = dir.path().join("ipxe");
+    std::fs::create_dir_all(&root).unwrap();
+    let original = std::fs::read("/usr/lib/ipxe/snponly.efi").unwrap();
+    std::fs::write(root.join("snponly.efi"), &original).unwrap();
+    std::fs::write(root.join("undionly.kpxe"), b"a BIOS binary, never signed").unwrap();
+    let text = config_text(dir.path()).replace("/usr/lib/ipxe", &root.display().to_string())
+        + &format!("\n[secure_boot]\nkey = \"{}\"\ncert = \"{}\"\n", key.display(), cert.display());
+    let server = Server::start_from(&text);
+    let base = &server.base;
+
+    let (status, _, signed) = get(&format!("{base}/ipxe/snponly.efi"));
+    assert_eq!(status, 200);
+    assert!(signed.len() > original.len(), "no signature appended");
+    assert!(verifies(dir.path(), &signed, &cert), "the served iPXE does not verify");
+    assert!(!verifies(dir.path(), &original, &cert), "the control: Debian's iPXE is unsigned");
+    let head = agent().head(&format!("{base}/ipxe/snponly.efi")).call().unwrap();
+    assert_eq!(head.headers().get("content-length").unwrap(), &signed.len().to_string());
+    if crate::skip::have(crate::skip::TFTP_CLIENTS, &["curl"]) {
+        let (status, over_tftp) = curl_tftp(&server, "snponly.efi", &["--tftp-blksize", "1468"]);
+        assert_eq!((status, over_tftp == signed), (0, true), "TFTP serves the same signed bytes");
+    }
+    assert_eq!(get(&format!("{base}/ipxe/undionly.kpxe")).2, b"a BIOS binary, never signed");
+
+    // The operator upgrades iPXE in place: the next request gets the new binary, signed.
+    let upgraded = std::fs::read("/usr/lib/ipxe/ipxe.efi").unwrap();
+    std::fs::write(root.join("snponly.efi"), &upgraded).unwrap();
+    let (status, _, again) = get(&format!("{base}/ipxe/snponly.efi"));
+    assert_eq!(status, 200);
+    assert!(again.len() > upgraded.len() && again[..0x40] == upgraded[..0x40], "not the new file");
+    assert!(verifies(dir.path(), &again, &cert), "the new iPXE does not verify");
+    assert_eq!(get(&format!("{base}/ipxe/missing.efi")).0, 404);
+    server.stop().unwrap();
+}

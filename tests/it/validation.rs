@@ -199,3 +199,41 @@ fn a_connector_id_stored_as_given_is_refused_at_validation_with_its_reason() {
         json!({"target_wwn": "500a0982991b8dc5", "target_lun": 1});
     fails_with(v, "has connector_id port-1, which is not a valid WWN");
 }
+
+/// Ironic's `secure_boot:true`: the node boots only through an iPXE signed with a key its `db`
+/// holds, so bootvol refuses it until `[secure_boot]` is set, and in BIOS mode at all; the
+/// script served says why, as the node page does.
+#[test]
+fn secure_boot_nodes_need_the_signing_key_and_uefi() {
+    use bootvol_core::boot::{BootSettings, Templates, script_for, secure_boot};
+    let with = |caps: &str| {
+        let mut v = iscsi_node();
+        v["node"]["properties"]["capabilities"] = json!(caps);
+        record(v)
+    };
+    let node = with("iscsi_boot:true,secure_boot:true,boot_mode:uefi");
+    assert_eq!(secure_boot(&node, true), Ok(true));
+    assert_eq!(secure_boot(&with("iscsi_boot:true"), false), Ok(false));
+    let unsigned = secure_boot(&node, false).unwrap_err().0;
+    assert!(unsigned.contains("[secure_boot] key and cert are not set"), "{unsigned}");
+    let bios = secure_boot(&with("iscsi_boot:true,secure_boot:True,boot_mode:bios"), true);
+    assert!(bios.unwrap_err().0.contains("Secure Boot needs boot_mode:uefi"));
+
+    // What the snapshot serves the deployed node: the default script and the reason, until
+    // the key is set; then its volume.
+    let mut node = node;
+    node.node.provision_state = bootvol_core::model::ProvisionState::Active;
+    let settings = |secure_boot| BootSettings {
+        public_url: "http://192.0.2.10:8080".into(),
+        san_attempts: 1,
+        san_retry_delay: 1,
+        peers: Vec::new(),
+        secure_boot,
+    };
+    let templates = Templates::new(None).unwrap();
+    let default = StorageInterfaceName::External;
+    let refused = script_for(&templates, &settings(false), default, Some(&node));
+    assert_eq!(refused.problem.as_deref(), Some(unsigned.as_str()));
+    let served = script_for(&templates, &settings(true), default, Some(&node));
+    assert_eq!((served.scenario, served.problem), ("iscsi", None));
+}

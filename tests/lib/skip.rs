@@ -83,6 +83,12 @@ pub(crate) const POWER: Kind = Kind {
     install: "tests/power/setup.sh",
 };
 
+pub(crate) const SECURE_BOOT: Kind = Kind {
+    name: "Secure Boot signing (sbsign, sbverify, openssl, Debian's iPXE)",
+    require: "BOOTVOL_REQUIRE_SECURE_BOOT",
+    install: "apt-get install sbsigntool openssl ipxe",
+};
+
 /// The skips of this run: (test, kind's name).
 static SKIPS: Mutex<Vec<(String, &'static str)>> = Mutex::new(Vec::new());
 static SUMMARY: Once = Once::new();

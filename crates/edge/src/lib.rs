@@ -9,6 +9,8 @@
 //!   through [`script_access::EventSink`]. [`neighbour`]: the kernel's neighbour table;
 //!   [`segment`]: bootvol's own ARP and Neighbour Solicitation, which the table's poisoning
 //!   cannot answer for the node.
+//! - [`secure_boot`]: the EFI binaries of the TFTP root signed with `[secure_boot]`'s key, for
+//!   TFTP and HTTP `/ipxe/` alike.
 //! - [`snapshot`]: the boot snapshot's watcher, reading the store through
 //!   [`snapshot::SnapshotSource`].
 //!
@@ -20,6 +22,7 @@ pub mod dhcp;
 pub mod http;
 pub mod neighbour;
 pub mod script_access;
+pub mod secure_boot;
 pub mod segment;
 pub mod snapshot;
 pub mod tftp_files;

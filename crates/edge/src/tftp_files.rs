@@ -1,7 +1,8 @@
 //! What the TFTP listener serves: the generic `boot.ipxe` and per-MAC scripts by name from the
 //! boot snapshot (`boot.ipxe`, `boot/<mac>.ipxe`, `default.ipxe`), and files under `[tftp] root`
-//! (iPXE binaries), confined by `files::FileRoot` and kept in memory once read, so a boot storm
-//! reads each binary from disk once. A script that carries a secret goes only to its node
+//! (iPXE binaries; the EFI ones signed with `[secure_boot]`, `secure_boot`), confined by
+//! `files::FileRoot` and kept in memory once read, so a boot storm reads each binary from disk
+//! once. A script that carries a secret goes only to its node
 //! (`script_access`); anyone else gets what an unknown MAC gets, ERROR 1 "file not found".
 //! The boot sign a fetched file gives is looked at on a task of the tracker the owner hands in
 //! (`serve`'s, waited for at shutdown), never on a bare `tokio::spawn`.
@@ -18,6 +19,7 @@ use bytes::Bytes;
 use tokio_util::task::TaskTracker;
 
 use crate::script_access::ScriptAccess;
+use crate::secure_boot::{SignError, SignedBinaries};
 use bootvol_core::boot::BootSnapshot;
 use bootvol_core::files::{FileError, FileRoot, check_name};
 use bootvol_core::model::MacAddr;
@@ -33,6 +35,8 @@ pub const MAX_TFTP_FILE: u64 = 64 * 1024 * 1024;
 pub struct TftpBootFiles {
     snapshot: Arc<ArcSwap<BootSnapshot>>,
     root: Option<FileRoot>,
+    /// With `[secure_boot]`: the EFI binaries of `root`, signed.
+    signed: Option<Arc<SignedBinaries>>,
     cache: Arc<Mutex<HashMap<PathBuf, CachedFile>>>,
     recent: Arc<bootvol_core::recent::RecentBoots>,
     access: Arc<ScriptAccess>,
@@ -61,6 +65,7 @@ impl TftpBootFiles {
         TftpBootFiles {
             snapshot,
             root,
+            signed: None,
             cache: Arc::default(),
             recent: Arc::default(),
             access,
@@ -72,6 +77,12 @@ impl TftpBootFiles {
     /// Counts scripts and file requests in `metrics`.
     pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> TftpBootFiles {
         self.metrics = metrics;
+        self
+    }
+
+    /// Serves the EFI binaries of the root signed (`[secure_boot]`).
+    pub fn with_signed(mut self, signed: Option<Arc<SignedBinaries>>) -> TftpBootFiles {
+        self.signed = signed;
         self
     }
 
@@ -155,16 +166,37 @@ impl TftpBootFiles {
     }
 }
 
-/// Reads a file under the root, from the cache when its size and time have not changed.
+/// Where the file served as `name` is: under the root, or its signed copy.
+fn served_path(
+    root: &FileRoot,
+    signed: Option<&SignedBinaries>,
+    name: &str,
+) -> Result<PathBuf, TftpError> {
+    let refused = |e| match e {
+        FileError::NotFound => TftpError::NotFound,
+        FileError::Denied(why) => TftpError::AccessViolation(why.into()),
+    };
+    match signed {
+        None => root.resolve(name).map_err(refused),
+        Some(signed) => signed.path(name).map_err(|e| match e {
+            SignError::File(e) => refused(e),
+            other => {
+                tracing::error!(file = name, error = %other, "secure boot: not served");
+                TftpError::Io(std::io::Error::other("signing failed"))
+            }
+        }),
+    }
+}
+
+/// Reads a file under the root (its signed copy when `signed` is given), from the cache when
+/// its size and time have not changed.
 fn read_file(
     root: &FileRoot,
+    signed: Option<&SignedBinaries>,
     cache: &Mutex<HashMap<PathBuf, CachedFile>>,
     name: &str,
 ) -> Result<Bytes, TftpError> {
-    let path = root.resolve(name).map_err(|e| match e {
-        FileError::NotFound => TftpError::NotFound,
-        FileError::Denied(why) => TftpError::AccessViolation(why.into()),
-    })?;
+    let path = served_path(root, signed, name)?;
     // Opened once and checked on the descriptor: a name swapped for a FIFO or a device since
     // `resolve` neither blocks nor is read.
     let (mut file, meta) =
@@ -206,10 +238,13 @@ impl Handler for TftpBootFiles {
         let root = self.root.clone().ok_or(TftpError::NotFound)?;
         self.boot_file_sign(peer);
         let cache = Arc::clone(&self.cache);
+        let signed = self.signed.clone().filter(|_| SignedBinaries::signs(name));
         let owned = name.to_owned();
-        let result = tokio::task::spawn_blocking(move || read_file(&root, &cache, &owned))
-            .await
-            .map_err(|e| TftpError::Io(std::io::Error::other(e.to_string())))?;
+        let result = tokio::task::spawn_blocking(move || {
+            read_file(&root, signed.as_deref(), &cache, &owned)
+        })
+        .await
+        .map_err(|e| TftpError::Io(std::io::Error::other(e.to_string())))?;
         match &result {
             Ok(bytes) => {
                 tracing::debug!(peer = %Peer(peer), file = name, bytes = bytes.len(), "tftp: file")

@@ -162,6 +162,9 @@ script_secrets = "{script_secrets}"
     /// `GET path` of the admin page, in a session of its own (with `api_noauth`, visiting the
     /// log-in page opens one): (status, body).
     pub(crate) fn admin_get(&self, path: &str) -> Result<(u16, String), String> {
+        if let Some(netns) = &self.settings.netns {
+            return self.admin_get_in(netns, path);
+        }
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .max_redirects(0)
@@ -185,6 +188,32 @@ script_secrets = "{script_secrets}"
         let status = response.status().as_u16();
         let body = response.body_mut().read_to_string().map_err(|e| e.to_string())?;
         Ok((status, body))
+    }
+
+    /// [`Bootvol::admin_get`] from inside `netns`, where the API listens: curl, its session
+    /// cookie in a jar of its own.
+    fn admin_get_in(&self, netns: &str, path: &str) -> Result<(u16, String), String> {
+        let jar = self.config.with_extension("cookies");
+        let base = format!("http://{}", self.api);
+        let curl = |args: &[&str]| {
+            let out = command_in(Some(netns), "curl")
+                .args(["-sS", "--max-time", "5", "-b"])
+                .arg(&jar)
+                .arg("-c")
+                .arg(&jar)
+                .args(args)
+                .stdin(std::process::Stdio::null())
+                .output()
+                .map_err(|e| e.to_string())?;
+            if !out.status.success() {
+                return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+            }
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        };
+        curl(&["-o", "/dev/null", &format!("{base}/admin/login")])?;
+        let out = curl(&["-w", "\n%{http_code}", &format!("{base}{path}")])?;
+        let (body, status) = out.rsplit_once('\n').ok_or("no status from curl")?;
+        Ok((status.trim().parse().map_err(|_| format!("status {status:?}"))?, body.to_owned()))
     }
 
     /// `bootvol render --mac`: the script that MAC must be served.

@@ -24,7 +24,19 @@ pub(crate) enum Firmware {
     /// OVMF with no option ROM on the NIC and its IPv4 PXE turned off (fw_cfg), so that the
     /// NIC's only boot option left is UEFI HTTP Boot over IPv4.
     UefiHttp,
+    /// OVMF with Secure Boot enforced (SMM, secure flash) and Debian's test key the only one in
+    /// PK, KEK and db (`OVMF_VARS_4M.snakeoil.fd`); no option ROM on the NIC, whose unsigned
+    /// ROM OVMF would run regardless (research/secure-boot.md): EDK2's own PXE boots, and only
+    /// what that key signed runs.
+    UefiSecureBoot,
 }
+
+/// The firmware files of [`Firmware::UefiSecureBoot`], and the key its `db` trusts (PEM,
+/// encrypted with the passphrase `snakeoil`) with its certificate.
+pub(crate) const SECURE_BOOT_CODE: &str = "/usr/share/OVMF/OVMF_CODE_4M.secboot.fd";
+pub(crate) const SECURE_BOOT_VARS: &str = "/usr/share/OVMF/OVMF_VARS_4M.snakeoil.fd";
+pub(crate) const SNAKEOIL_KEY: &str = "/usr/share/ovmf/PkKek-1-snakeoil.key";
+pub(crate) const SNAKEOIL_CERT: &str = "/usr/share/ovmf/PkKek-1-snakeoil.pem";
 
 #[derive(Debug, Clone)]
 pub(crate) enum Network {
@@ -88,9 +100,10 @@ impl Vm {
     }
 
     fn args(&self, dir: &Path, serial: &Path) -> Vec<String> {
+        let secure = self.firmware == Firmware::UefiSecureBoot;
         let mut args: Vec<String> = [
             "-machine",
-            "q35,graphics=off",
+            if secure { "q35,graphics=off,smm=on" } else { "q35,graphics=off" },
             "-accel",
             "tcg",
             "-nodefaults",
@@ -110,11 +123,22 @@ impl Vm {
         args.extend(["-boot".into(), "reboot-timeout=0".into()]);
         if self.firmware != Firmware::Bios {
             let vars = dir.join("ovmf-vars.fd");
-            std::fs::copy("/usr/share/OVMF/OVMF_VARS_4M.fd", &vars).expect("copying OVMF vars");
+            let (code, store) = if secure {
+                (SECURE_BOOT_CODE, SECURE_BOOT_VARS)
+            } else {
+                ("/usr/share/OVMF/OVMF_CODE_4M.fd", "/usr/share/OVMF/OVMF_VARS_4M.fd")
+            };
+            std::fs::copy(store, &vars).expect("copying OVMF vars");
+            if secure {
+                // Only SMM may write the variable store: the guest cannot turn Secure Boot off.
+                args.extend([
+                    "-global".into(),
+                    "driver=cfi.pflash01,property=secure,value=on".into(),
+                ]);
+            }
             args.extend([
                 "-drive".into(),
-                "if=pflash,format=raw,unit=0,readonly=on,file=/usr/share/OVMF/OVMF_CODE_4M.fd"
-                    .into(),
+                format!("if=pflash,format=raw,unit=0,readonly=on,file={code}"),
                 "-drive".into(),
                 format!("if=pflash,format=raw,unit=1,file={}", vars.display()),
                 // No IPv6 in EDK2's own network stack (iPXE keeps its own): once iPXE hands
@@ -138,7 +162,10 @@ impl Vm {
         };
         args.extend(["-netdev".into(), netdev]);
         let mut nic = format!("virtio-net-pci,netdev=n0,mac={},bootindex=1", self.mac);
-        if matches!(self.firmware, Firmware::UefiNoRom | Firmware::UefiHttp) {
+        if matches!(
+            self.firmware,
+            Firmware::UefiNoRom | Firmware::UefiHttp | Firmware::UefiSecureBoot
+        ) {
             nic.push_str(",romfile=");
         }
         args.extend(["-device".into(), nic]);

@@ -356,21 +356,14 @@ impl Conductor {
         // The state to go back to when the action is refused once running.
         let previous = shown.during.map(|_| record.node.provision_state);
         let lock = self.begin(&record, &action.verb(), shown).await?;
-        if let Some(drive) = configdrive {
-            record.node.instance_info.insert("configdrive".into(), drive);
-            let (uuid, info) = (record.node.uuid.clone(), record.node.instance_info.clone());
-            if let Err(e) = self.db.run(move |db| db.set_instance_info(&uuid, &info)).await {
-                // The targets `begin` recorded are taken back, saying why.
-                let (uuid, why) =
-                    (record.node.uuid.clone(), format!("config drive not stored: {e}"));
-                if let Err(e) =
-                    self.db.run(move |db| db.end_refused_action(&uuid, previous, &why)).await
-                {
-                    tracing::error!(error = %e, "recording a refused action");
-                }
-                lock.release().await;
-                return Err(e.into());
-            }
+        if let Some(drive) = configdrive
+            && let Err(e) = self.store_configdrive(&mut record, drive).await
+        {
+            // What `begin` recorded is taken back, saying why.
+            let why = format!("config drive not stored: {e}");
+            self.end_refused(&record.node.uuid, previous, why).await;
+            lock.release().await;
+            return Err(e);
         }
         let node_uuid = record.node.uuid.clone();
         let this = self.clone();
@@ -386,18 +379,34 @@ impl Conductor {
             if let Err(ConductorError::Refused(message)) = &result
                 && marked
             {
-                let message = message.clone();
-                if let Err(e) =
-                    this.db.run(move |db| db.end_refused_action(&uuid, previous, &message)).await
-                {
-                    tracing::error!(error = %e, "recording a refused action");
-                }
+                this.end_refused(&uuid, previous, message.clone()).await;
             }
             lock.release().await;
             this.changed();
             result
         });
         Ok(Started { node_uuid, handle })
+    }
+
+    /// Stores a deploy's config drive as Ironic does (`instance_info.configdrive`).
+    async fn store_configdrive(
+        &self,
+        record: &mut NodeRecord,
+        drive: Value,
+    ) -> Result<(), ConductorError> {
+        record.node.instance_info.insert("configdrive".into(), drive);
+        let (uuid, info) = (record.node.uuid.clone(), record.node.instance_info.clone());
+        self.db.run(move |db| db.set_instance_info(&uuid, &info)).await?;
+        Ok(())
+    }
+
+    /// An accepted action refused before it changed anything: the node back in `previous`
+    /// (when `begin` moved it), no pending target, `last_error` saying why.
+    async fn end_refused(&self, uuid: &str, previous: Option<ProvisionState>, why: String) {
+        let uuid = uuid.to_owned();
+        if let Err(e) = self.db.run(move |db| db.end_refused_action(&uuid, previous, &why)).await {
+            tracing::error!(error = %e, "recording a refused action");
+        }
     }
 
     /// [`Conductor::start`], then waits for the action to end.

@@ -84,12 +84,19 @@ impl Conductor {
         self.driver(node.driver).validate(node).map_err(|e| e.to_string())
     }
 
-    /// The boot interface's verdict: the scenario, and for an NFS root its kernel and ramdisk.
+    /// The boot interface's verdict: the scenario, Secure Boot (`secure_boot:true` needs
+    /// `[secure_boot]`), and for an NFS root its kernel and ramdisk.
     fn boot_check(
         &self,
         record: &NodeRecord,
         scenario: &Result<Scenario, String>,
     ) -> Result<(), String> {
+        if let Ok(scenario) = scenario
+            && *scenario != Scenario::NotBootFromVolume
+        {
+            let signed = self.config.secure_boot.signing().is_some();
+            bootvol_core::boot::secure_boot(record, signed).map_err(|e| e.0)?;
+        }
         match scenario {
             Ok(Scenario::NfsRoot) => self.check_files(&["kernel", "ramdisk"].map(|k| {
                 record

@@ -200,7 +200,8 @@ fn failure_message(stdout: &str, stderr: &str) -> String {
 /// The `ipmitool` process for one command: the password in its environment only (never on
 /// its command line), the C locale, no standard input.
 fn ipmitool_command(info: &Info, command: &[&str]) -> std::process::Command {
-    #[allow(clippy::disallowed_methods)] // the one place bootvol starts a process
+    #[allow(clippy::disallowed_methods)]
+    // one of the two places bootvol starts a process (with edge/secure_boot.rs)
     let mut ipmitool = std::process::Command::new("ipmitool");
     ipmitool
         .args(ipmitool_args(info, command))

@@ -26,6 +26,9 @@ pub struct BootSettings {
     /// The boot URLs of the other live instances on the same database (PostgreSQL), which the
     /// generic script falls back to when this one does not answer; empty on one box.
     pub peers: Vec<String>,
+    /// Whether the iPXE binaries are served signed with the operator's Secure Boot key
+    /// (`[secure_boot]`): a node with capability `secure_boot:true` boots only then.
+    pub secure_boot: bool,
 }
 
 /// Everything a template prints. `template` names the template that prints it.
@@ -118,6 +121,10 @@ impl BootContext {
         settings: &BootSettings,
     ) -> Result<BootContext, ScenarioError> {
         let mut context = BootContext::default_script(Some(record), scenario.name());
+        if scenario != Scenario::NotBootFromVolume {
+            // Every other scenario runs bootvol's iPXE first, which the firmware must accept.
+            super::scenario::secure_boot(record, settings.secure_boot)?;
+        }
         match scenario {
             Scenario::Iscsi | Scenario::Fcoe | Scenario::Aoe | Scenario::HttpSan => {
                 context.template = "ipxe/san.ipxe.j2";

@@ -14,7 +14,7 @@ pub mod snapshot;
 pub use crate::model::check_script_value;
 pub use context::{BootContext, BootSettings};
 pub use render::{RenderError, Templates};
-pub use scenario::{BootOption, Scenario, ScenarioError, decide, set_boot_option};
+pub use scenario::{BootOption, Scenario, ScenarioError, decide, secure_boot, set_boot_option};
 pub use snapshot::{BootSnapshot, ServedScript, SnapshotBuilder};
 
 use crate::model::{NodeRecord, ProvisionState, StorageInterfaceName};

@@ -60,6 +60,28 @@ impl Scenario {
     }
 }
 
+/// Whether a node's firmware enforces Secure Boot (Ironic's capability `secure_boot:true`),
+/// and whether bootvol can boot it: Secure Boot is UEFI's, and the firmware runs only an iPXE
+/// signed with a key in its `db`, which bootvol serves only with `[secure_boot]` set
+/// (`signed_ipxe`). `Ok(true)`: the node boots with Secure Boot.
+pub fn secure_boot(record: &NodeRecord, signed_ipxe: bool) -> Result<bool, ScenarioError> {
+    let caps = record.node.capabilities().map_err(|e| ScenarioError(e.0))?;
+    if !caps.flag("secure_boot") {
+        return Ok(false);
+    }
+    if caps.get("boot_mode").is_some_and(|mode| mode.eq_ignore_ascii_case("bios")) {
+        return fail(
+            "capability secure_boot is true but boot_mode is bios: Secure Boot needs boot_mode:uefi",
+        );
+    }
+    if !signed_ipxe {
+        return fail(
+            "capability secure_boot is true but [secure_boot] key and cert are not set: the node's firmware refuses bootvol's unsigned iPXE (set them to a key whose certificate is in the node's db)",
+        );
+    }
+    Ok(true)
+}
+
 /// Why a node cannot boot from its volume as configured: always names the field to fix.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]

@@ -7,7 +7,7 @@
 //! sections are validated (the first bad key is the one reported); each section's type, defaults
 //! and checks live in a submodule of its own: `http` (the boot HTTP, API and metrics listeners
 //! and their connection limits), `tftp`, `database`, `cinder` (with `[keystone]`),
-//! `boot`, `dhcp`, `conductor` (with `[deploy]` and `[notifications]`) and `probe`. It must not
+//! `boot`, `dhcp`, `conductor` (with `[deploy]` and `[notifications]`), `probe` and `secure_boot`. It must not
 //! know what reads the values: no sockets, no SQL, no HTTP.
 
 use std::path::{Path, PathBuf};
@@ -24,6 +24,7 @@ mod database;
 mod dhcp;
 mod http;
 mod probe;
+mod secure_boot;
 mod tftp;
 
 pub use boot::{BootSection, ScriptSecrets, SecretWindow};
@@ -33,6 +34,7 @@ pub use database::DatabaseSection;
 pub use dhcp::{DhcpAnswer, DhcpMode, DhcpSection};
 pub use http::{ApiAuthStrategy, ApiSection, ConnectionLimits, HttpSection, MetricsSection};
 pub use probe::ProbeSection;
+pub use secure_boot::SecureBootSection;
 pub use tftp::TftpSection;
 
 /// Where bootvol looks for its configuration when `--config` is not given.
@@ -95,6 +97,8 @@ pub struct Config {
     pub metrics: MetricsSection,
     #[serde(default)]
     pub probe: ProbeSection,
+    #[serde(default)]
+    pub secure_boot: SecureBootSection,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -194,6 +198,7 @@ impl Config {
         self.tftp.validate_caps()?;
         self.database.validate_watch_interval()?;
         self.probe.validate()?;
+        self.secure_boot.validate()?;
         self.boot.validate()
     }
 
@@ -252,6 +257,7 @@ impl Config {
             public_url: self.http.public_url.clone(),
             san_attempts: self.boot.san_attempts,
             san_retry_delay: self.boot.san_retry_delay,
+            secure_boot: self.secure_boot.signing().is_some(),
         }
     }
 

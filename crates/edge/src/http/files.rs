@@ -1,5 +1,6 @@
 //! `/files/<path>` (regular files under `[http] files_root`) and `/ipxe/<path>` (the iPXE
-//! binaries under `[tftp] root`, for UEFI HTTP Boot, whose firmware needs Content-Length), both
+//! binaries under `[tftp] root`, for UEFI HTTP Boot, whose firmware needs Content-Length; the
+//! EFI ones signed with `[secure_boot]`'s key, `crate::secure_boot`), both
 //! confined by `files::FileRoot`, with Content-Length, Range and HEAD (tower-http's `ServeFile`
 //! answers once the path is resolved and confined here).
 //!
@@ -19,7 +20,8 @@ use tower::ServiceExt;
 use tower_http::services::ServeFile;
 
 use super::BootState;
-use bootvol_core::files::{FileError, FileRoot};
+use crate::secure_boot::{SignError, SignedBinaries};
+use bootvol_core::files::FileError;
 use bootvol_runtime::logging::Peer;
 
 /// Bytes of a file read at a time (tower-http's default is 64 KiB).
@@ -32,10 +34,10 @@ pub(super) async fn serve(
     Path(path): Path<String>,
     request: Request<Body>,
 ) -> Response {
-    let Some(root) = &state.files else {
+    let Some(root) = state.files.clone() else {
         return (StatusCode::NOT_FOUND, "no files_root\n").into_response();
     };
-    serve_under(root, client, path, request).await
+    serve_under(client, path, request, move |path| root.resolve(path).map_err(Some)).await
 }
 
 /// `/ipxe/<path>`: under `[tftp] root`, the same binaries TFTP serves.
@@ -45,23 +47,41 @@ pub(super) async fn ipxe(
     Path(path): Path<String>,
     request: Request<Body>,
 ) -> Response {
-    let Some(root) = &state.ipxe else {
+    let Some(root) = state.ipxe.clone() else {
         return (StatusCode::NOT_FOUND, "no tftp root\n").into_response();
     };
-    serve_under(root, client, path, request).await
+    match state.signed.clone().filter(|_| SignedBinaries::signs(&path)) {
+        // The EFI binaries signed with `[secure_boot]`'s key, as TFTP serves them.
+        Some(signed) => {
+            serve_under(client, path, request, move |path| {
+                signed.path(path).map_err(|e| match e {
+                    SignError::File(e) => Some(e),
+                    other => {
+                        tracing::error!(file = path, error = %other, "secure boot: not served");
+                        None
+                    }
+                })
+            })
+            .await
+        }
+        None => {
+            serve_under(client, path, request, move |path| root.resolve(path).map_err(Some)).await
+        }
+    }
 }
 
+/// Serves the file `resolve` finds for `path` (on a blocking thread): `Err(None)` is a fault of
+/// the server, already logged.
 async fn serve_under(
-    root: &FileRoot,
     client: SocketAddr,
     path: String,
     request: Request<Body>,
+    resolve: impl FnOnce(&str) -> Result<std::path::PathBuf, Option<FileError>> + Send + 'static,
 ) -> Response {
     let method = request.method().clone();
     let resolved = match tokio::task::spawn_blocking({
-        let root = root.clone();
         let path = path.clone();
-        move || root.resolve(&path)
+        move || resolve(&path)
     })
     .await
     {
@@ -70,11 +90,12 @@ async fn serve_under(
     };
     let file = match resolved {
         Ok(file) => file,
-        Err(FileError::NotFound) => {
+        Err(None) => return StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+        Err(Some(FileError::NotFound)) => {
             tracing::info!(client = %Peer(client), %method, path, status = 404, "file");
             return (StatusCode::NOT_FOUND, "not found\n").into_response();
         }
-        Err(FileError::Denied(why)) => {
+        Err(Some(FileError::Denied(why))) => {
             tracing::warn!(client = %Peer(client), %method, path, status = 403, why, "file refused");
             return (StatusCode::FORBIDDEN, "forbidden\n").into_response();
         }

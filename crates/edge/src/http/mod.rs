@@ -48,6 +48,8 @@ pub struct BootState {
     pub files: Option<FileRoot>,
     /// `[tftp] root`, when it exists: the iPXE binaries, also over HTTP.
     pub ipxe: Option<FileRoot>,
+    /// With `[secure_boot]`: the EFI binaries of `ipxe`, signed.
+    pub signed: Option<Arc<crate::secure_boot::SignedBinaries>>,
     /// The deploy ramdisk's token, config drive and call-back (scenario 4): the control
     /// plane's, through the binary's wiring.
     pub deploy: Option<Arc<dyn DeployBackend>>,
