@@ -169,6 +169,32 @@ else
     say "stage 1: cached root tree $rootfs_tar"
 fi
 
+# The Secure Boot chain's first two links, from Debian's archive as they are: shim, signed by
+# Microsoft (its UEFI CA 2011 and 2023), and GRUB, signed by Debian (which shim trusts). Only
+# their EFI binaries go on the ESP, not the packages (GRUB's tools would drag in much more).
+EFI_PACKAGES=(shim-signed grub-efi-amd64-signed)
+efi_candidates=$(apt-cache policy "${EFI_PACKAGES[@]}" 2>/dev/null |
+    awk '/^[^ ].*:$/ { p = substr($0, 1, length($0) - 1) } $1 == "Candidate:" { print p, $2 }')
+efi_key=$(printf '%s\n' "efi v1" "$efi_candidates" | sha256sum | cut -c1-16)
+efi_dir=$cache/efi-$efi_key
+if [ "$refresh" = 1 ] || [ ! -f "$efi_dir/versions" ]; then
+    [ "$assemble_only" = 0 ] || die "--assemble-only, but there is no cached $efi_dir"
+    say "stage 1: ${EFI_PACKAGES[*]} (key $efi_key)"
+    rm -rf "$efi_dir" "$efi_dir.partial"
+    mkdir -p "$efi_dir.partial/debs"
+    (cd "$efi_dir.partial/debs" && apt-get download -q -o APT::Sandbox::User=root "${EFI_PACKAGES[@]}")
+    for deb in "$efi_dir.partial"/debs/*.deb; do
+        dpkg-deb -x "$deb" "$efi_dir.partial/root"
+        dpkg-deb -f "$deb" Package Version | paste -sd= | sed 's/^Package: //; s/=Version: /=/'
+    done | sort > "$efi_dir.partial/versions"
+    rm -rf "$efi_dir.partial/debs"
+    mv "$efi_dir.partial" "$efi_dir"
+    find "$cache" -maxdepth 1 -name 'efi-*' ! -name "efi-$efi_key" -exec rm -rf {} +
+fi
+for f in usr/lib/shim/shimx64.efi.signed usr/lib/grub/x86_64-efi-signed/grubx64.efi.signed; do
+    [ -f "$efi_dir/root/$f" ] || die "no $f in $efi_dir (try --refresh)"
+done
+
 [ "$root_only" = 0 ] || { say "stage 1 done: $rootfs_tar"; exit 0; }
 
 # --- stage 2: assembly (no loop devices, no mounts) -----------------------------------------
@@ -181,7 +207,11 @@ tar -C "$tree" --numeric-owner -xpf "$rootfs_tar"
 
 # The manifest: every Debian package in the image, name=version (the image's only inputs besides
 # bootvol, systemd/ and image/appliance/).
-dpkg-query --admindir="$tree/var/lib/dpkg" -W -f='${Package}=${Version}\n' | sort > "$work/manifest.txt"
+# shim and GRUB are on the ESP, not in the tree: listed too.
+{
+    dpkg-query --admindir="$tree/var/lib/dpkg" -W -f='${Package}=${Version}\n'
+    cat "$efi_dir/versions"
+} | sort > "$work/manifest.txt"
 
 # The kernel goes to the ESP; its modules are pruned to what a boot server needs: NICs, disk
 # controllers, md, ext4 and FAT (the ESP), efivarfs, networking; plus whatever those depend on.
@@ -256,7 +286,8 @@ done
 image/stage-systemd.sh "$tree"
 mkdir -p "$tree/etc/bootvol" "$tree/var/lib/bootvol" "$tree/srv/bootvol-data" "$tree/efi"
 # The tree's own systemctl (offline, in a chroot): the build machine needs no systemd.
-chroot "$tree" systemctl --quiet enable systemd-networkd.service systemd-networkd-wait-online.service bootvol.service
+chroot "$tree" systemctl --quiet enable systemd-networkd.service systemd-networkd-wait-online.service bootvol.service \
+    bootvol-bless-grub.service
 chroot "$tree" systemctl --quiet mask apt-daily.timer apt-daily-upgrade.timer e2scrub_all.timer \
     e2scrub_reap.service fstrim.timer dpkg-db-backup.timer
 mkdir -p "$tree/usr/lib/systemd/system/boot-complete.target.requires"
@@ -274,15 +305,21 @@ say "stage 2: initramfs (zstd -$level)"
 tree_kib=$(du -sk --apparent-size "$tree" | cut -f1)
 touch -d "@$SOURCE_DATE_EPOCH" "$work/vmlinuz" "$work/initrd.img"
 
-say "stage 2: ESP (FAT32, systemd-boot + syslinux, slot a)"
+say "stage 2: ESP (FAT32: shim, GRUB, systemd-boot, syslinux; slot a)"
 CMDLINE="console=tty0 console=ttyS0,115200 panic=10"
 # The command line of an update (image/sign-update.sh puts it in the signed bundle).
 echo "$CMDLINE" > "$work/cmdline"
 touch -d "@$SOURCE_DATE_EPOCH" "$work/cmdline"
 esp=$work/esp.img
 mkfs.vfat --invariant -C -F 32 -n BOOTVOL -i "$ESP_VOLUME_ID" "$esp" $((ESP_MIB * 1024)) > /dev/null
-mmd -i "$esp" ::/EFI ::/EFI/BOOT ::/loader ::/loader/entries ::/a ::/b ::/syslinux
-mcopy -m -i "$esp" "$tree/usr/lib/systemd/boot/efi/systemd-bootx64.efi" ::/EFI/BOOT/BOOTX64.EFI
+mmd -i "$esp" ::/EFI ::/EFI/BOOT ::/EFI/debian ::/EFI/systemd ::/loader ::/loader/entries ::/a ::/b ::/syslinux
+# UEFI: the firmware runs shim, shim runs GRUB from its own folder (\EFI\BOOT\grubx64.efi),
+# GRUB reads \EFI\debian\grub.cfg (its built-in prefix). With Secure Boot off, GRUB hands over
+# to systemd-boot and its boot counting; with it on, GRUB boots the slot itself (grub.cfg).
+# No fbx64.efi: without a BOOTX64.CSV, shim's fallback would reset the machine over and over.
+mcopy -m -i "$esp" "$efi_dir/root/usr/lib/shim/shimx64.efi.signed" ::/EFI/BOOT/BOOTX64.EFI
+mcopy -m -i "$esp" "$efi_dir/root/usr/lib/grub/x86_64-efi-signed/grubx64.efi.signed" ::/EFI/BOOT/grubx64.efi
+mcopy -m -i "$esp" "$tree/usr/lib/systemd/boot/efi/systemd-bootx64.efi" ::/EFI/systemd/systemd-bootx64.efi
 mcopy -m -i "$esp" "$work/vmlinuz" "$work/initrd.img" ::/a/
 # editor no: the console cannot edit an entry's kernel command line.
 cat > "$work/loader.conf" <<LOADER
@@ -316,10 +353,57 @@ LABEL b
   INITRD /b/initrd.img
   APPEND $CMDLINE bootvol.slot=b
 SYSLINUX
-touch -d "@$SOURCE_DATE_EPOCH" "$work/loader.conf" "$work/bootvol-1.conf" "$work/syslinux.cfg"
+cat > "$work/grub.cfg" <<'GRUB'
+# bootvol's GRUB: Debian's signed build, run by Microsoft-signed shim (image/build-appliance.sh).
+set timeout=0
+set default=0
+# Nobody can edit an entry or reach GRUB's command line (init=/bin/sh would be a root shell): the
+# one superuser has no password, and only the entry below may be booted.
+set superusers="bootvol-locked"
+if [ "$lockdown" != "y" ]; then
+    # Secure Boot off: systemd-boot, its entries and their boot counting (bootvol-update).
+    chainloader /EFI/systemd/systemd-bootx64.efi
+    boot
+fi
+# Secure Boot on (GRUB locked down; systemd-boot is not signed in Debian 12): GRUB boots the
+# slot, its kernel checked against Debian's key through shim. bootvol_next is booted while it
+# has tries left, counted down here before the boot; then bootvol_good. /usr/lib/bootvol/grubenv
+# marks the slot good once bootvol has started (bootvol-bless-grub.service).
+set bootvol_good=a
+set bootvol_next=a
+set bootvol_tries=0
+load_env -f /EFI/debian/grubenv bootvol_good bootvol_next bootvol_tries
+set slot=$bootvol_good
+if [ "$bootvol_tries" = 3 ]; then
+    set bootvol_tries=2
+    set slot=$bootvol_next
+elif [ "$bootvol_tries" = 2 ]; then
+    set bootvol_tries=1
+    set slot=$bootvol_next
+elif [ "$bootvol_tries" = 1 ]; then
+    set bootvol_tries=0
+    set slot=$bootvol_next
+fi
+save_env -f /EFI/debian/grubenv bootvol_tries
+menuentry "bootvol (slot $slot)" --unrestricted {
+GRUB
+cat >> "$work/grub.cfg" <<GRUB
+    linux /\$slot/vmlinuz $CMDLINE bootvol.slot=\$slot bootvol.loader=grub
+    initrd /\$slot/initrd.img
+}
+GRUB
+# GRUB's environment block: slot a, good, no tries pending (1024 bytes, '#' after the lines).
+{
+    printf '# GRUB Environment Block\nbootvol_good=a\nbootvol_next=a\nbootvol_tries=0\n'
+} > "$work/grubenv"
+head -c $((1024 - $(stat -c %s "$work/grubenv"))) /dev/zero | tr '\0' '#' >> "$work/grubenv"
+touch -d "@$SOURCE_DATE_EPOCH" "$work/loader.conf" "$work/bootvol-1.conf" "$work/syslinux.cfg" \
+    "$work/grub.cfg" "$work/grubenv"
 mcopy -m -i "$esp" "$work/loader.conf" ::/loader/loader.conf
 mcopy -m -i "$esp" "$work/bootvol-1.conf" ::/loader/entries/bootvol-1.conf
 mcopy -m -i "$esp" "$work/syslinux.cfg" ::/syslinux/syslinux.cfg
+mcopy -m -i "$esp" "$work/grub.cfg" ::/EFI/debian/grub.cfg
+mcopy -m -i "$esp" "$work/grubenv" ::/EFI/debian/grubenv
 syslinux --install --directory /syslinux "$esp"
 
 say "stage 2: data partition (empty ext4, seeded on first boot)"

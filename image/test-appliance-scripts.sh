@@ -139,6 +139,11 @@ printf 'timeout 0\neditor no\ndefault bootvol-1.conf\n' > "$esp/loader/loader.co
 printf 'title bootvol (slot a)\nversion 1\nlinux /a/vmlinuz\ninitrd /a/initrd.img\noptions x bootvol.slot=a\n' \
     > "$esp/loader/entries/bootvol-1.conf"
 printf 'DEFAULT a\nLABEL a\nLABEL b\n' > "$esp/syslinux/syslinux.cfg"
+# GRUB's environment block, as the image has it (Secure Boot's boot counting).
+mkdir -p "$esp/EFI/debian"
+{ printf '# GRUB Environment Block\nbootvol_good=a\nbootvol_next=a\nbootvol_tries=0\n'
+  head -c 953 /dev/zero | tr '\0' '#'; } > "$esp/EFI/debian/grubenv"
+[ "$(stat -c %s "$esp/EFI/debian/grubenv")" = 1024 ] || fail "the test's grubenv is not 1024 bytes"
 echo "console=ttyS0 bootvol.slot=a" > "$t/proc-cmdline"
 install_as_appliance() {
     unshare -m sh -c 'mount --make-rprivate / && mount -t tmpfs none /usr/share &&
@@ -157,7 +162,20 @@ grep -qx 'linux /b/vmlinuz' "$entry" && grep -qx 'options console=ttyS0 panic=10
     fail "entry: $(cat "$entry")"
 ! grep -q '^default ' "$esp/loader/loader.conf" || fail "loader.conf kept a default"
 grep -qx 'DEFAULT b' "$esp/syslinux/syslinux.cfg" || fail "syslinux.cfg: $(cat "$esp/syslinux/syslinux.cfg")"
-ok "a signed bundle is installed into slot b (entry bootvol-2+3.conf, --bios: DEFAULT b); an unsigned one writes nothing"
+block=$esp/EFI/debian/grubenv
+[ "$(stat -c %s "$block")" = 1024 ] || fail "grubenv is $(stat -c %s "$block") bytes"
+for pair in bootvol_good=a bootvol_next=b bootvol_tries=3; do
+    grep -qx "$pair" "$block" || fail "grubenv lacks $pair: $(tr -d '#' < "$block")"
+done
+ok "a signed bundle is installed into slot b (entry bootvol-2+3.conf, --bios: DEFAULT b; GRUB: next b, 3 tries); an unsigned one writes nothing"
+
+grubenv=$(dirname "$update")/../lib/bootvol/grubenv
+for bad in bootvol_tries=9 bootvol_next=c 'bootvol_good=a
+x=1' other=1; do
+    if BOOTVOL_GRUBENV=$block "$grubenv" "$bad" 2> /dev/null; then fail "grubenv took $bad"; fi
+done
+grep -qx bootvol_next=b "$block" && [ "$(stat -c %s "$block")" = 1024 ] || fail "a refused value changed grubenv"
+ok "grubenv takes only a slot or a count of tries, and keeps the block 1024 bytes"
 
 [ -z "$(ls "$t" | grep '^bootvol-update\.')" ] || fail "bootvol-update left its work directory"
 echo "test-appliance-scripts: all passed"

@@ -29,14 +29,38 @@ pub(crate) enum Firmware {
     /// ROM OVMF would run regardless (research/secure-boot.md): EDK2's own PXE boots, and only
     /// what that key signed runs.
     UefiSecureBoot,
+    /// OVMF with Secure Boot enforced and Microsoft's keys in `db` (`OVMF_VARS_4M.ms.fd`), as
+    /// most servers ship: what Microsoft's UEFI CA signed runs (shim), nothing else.
+    UefiSecureBootMs,
 }
 
 /// The firmware files of [`Firmware::UefiSecureBoot`], and the key its `db` trusts (PEM,
 /// encrypted with the passphrase `snakeoil`) with its certificate.
 pub(crate) const SECURE_BOOT_CODE: &str = "/usr/share/OVMF/OVMF_CODE_4M.secboot.fd";
 pub(crate) const SECURE_BOOT_VARS: &str = "/usr/share/OVMF/OVMF_VARS_4M.snakeoil.fd";
+pub(crate) const SECURE_BOOT_MS_VARS: &str = "/usr/share/OVMF/OVMF_VARS_4M.ms.fd";
 pub(crate) const SNAKEOIL_KEY: &str = "/usr/share/ovmf/PkKek-1-snakeoil.key";
 pub(crate) const SNAKEOIL_CERT: &str = "/usr/share/ovmf/PkKek-1-snakeoil.pem";
+
+impl Firmware {
+    /// Only SMM may write the variable store: the guest cannot turn Secure Boot off.
+    pub(crate) const SECURE_FLASH: [&str; 2] =
+        ["-global", "driver=cfi.pflash01,property=secure,value=on"];
+
+    /// Whether the firmware enforces Secure Boot (QEMU needs `smm=on` and [`Self::SECURE_FLASH`]).
+    pub(crate) fn secure_boot(self) -> bool {
+        matches!(self, Firmware::UefiSecureBoot | Firmware::UefiSecureBootMs)
+    }
+
+    /// OVMF's code and the variable store a VM starts from a copy of.
+    pub(crate) fn ovmf(self) -> (&'static str, &'static str) {
+        match self {
+            Firmware::UefiSecureBoot => (SECURE_BOOT_CODE, SECURE_BOOT_VARS),
+            Firmware::UefiSecureBootMs => (SECURE_BOOT_CODE, SECURE_BOOT_MS_VARS),
+            _ => ("/usr/share/OVMF/OVMF_CODE_4M.fd", "/usr/share/OVMF/OVMF_VARS_4M.fd"),
+        }
+    }
+}
 
 #[derive(Debug, Clone)]
 pub(crate) enum Network {
@@ -100,7 +124,7 @@ impl Vm {
     }
 
     fn args(&self, dir: &Path, serial: &Path) -> Vec<String> {
-        let secure = self.firmware == Firmware::UefiSecureBoot;
+        let secure = self.firmware.secure_boot();
         let mut args: Vec<String> = [
             "-machine",
             if secure { "q35,graphics=off,smm=on" } else { "q35,graphics=off" },
@@ -123,18 +147,10 @@ impl Vm {
         args.extend(["-boot".into(), "reboot-timeout=0".into()]);
         if self.firmware != Firmware::Bios {
             let vars = dir.join("ovmf-vars.fd");
-            let (code, store) = if secure {
-                (SECURE_BOOT_CODE, SECURE_BOOT_VARS)
-            } else {
-                ("/usr/share/OVMF/OVMF_CODE_4M.fd", "/usr/share/OVMF/OVMF_VARS_4M.fd")
-            };
+            let (code, store) = self.firmware.ovmf();
             std::fs::copy(store, &vars).expect("copying OVMF vars");
             if secure {
-                // Only SMM may write the variable store: the guest cannot turn Secure Boot off.
-                args.extend([
-                    "-global".into(),
-                    "driver=cfi.pflash01,property=secure,value=on".into(),
-                ]);
+                args.extend(Firmware::SECURE_FLASH.map(String::from));
             }
             args.extend([
                 "-drive".into(),
@@ -162,10 +178,7 @@ impl Vm {
         };
         args.extend(["-netdev".into(), netdev]);
         let mut nic = format!("virtio-net-pci,netdev=n0,mac={},bootindex=1", self.mac);
-        if matches!(
-            self.firmware,
-            Firmware::UefiNoRom | Firmware::UefiHttp | Firmware::UefiSecureBoot
-        ) {
+        if matches!(self.firmware, Firmware::UefiNoRom | Firmware::UefiHttp) || secure {
             nic.push_str(",romfile=");
         }
         args.extend(["-device".into(), nic]);
