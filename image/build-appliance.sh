@@ -272,9 +272,18 @@ rm -rf "${tree:?}"/boot/* \
     "$tree"/var/cache/apt/* "$tree"/var/lib/apt/lists/* "$tree"/var/cache/debconf/*-old \
     "$tree"/var/lib/dpkg/*-old "$tree"/var/cache/ldconfig/aux-cache "$tree"/var/log/* \
     "$tree"/usr/lib/systemd/boot/efi/*.efi.stub "$tree"/usr/lib/systemd/boot/efi/linux*.stub
-say "stage 2: bootvol, its units and the appliance's files"
-strip -o "$tree/usr/bin/bootvol" "$bootvol_bin"
-chmod 755 "$tree/usr/bin/bootvol"
+say "stage 2: bootvol's Debian package (image/build-deb.sh), installed with dpkg"
+# The package an operator installs on a box of their own: the stripped binary, systemd/ (units,
+# sysusers.d, tmpfiles.d, sysctl.d) and the conffile. Its maintainer scripts run in the tree
+# (systemd-sysusers, systemd-tmpfiles, systemctl enable); they need /proc, mounted in a mount
+# namespace of their own, gone with it. Its docs stay out, as every package's do.
+image/build-deb.sh --bootvol "$bootvol_bin" --out "$work/deb" > /dev/null
+unshare -m sh -c 'mount -t proc proc "$1/proc" && exec dpkg --root="$1" --path-exclude="/usr/share/doc/*" \
+    --path-include="/usr/share/doc/*/copyright" -i "$2"' sh "$tree" "$work"/deb/bootvol_*_amd64.deb > /dev/null
+[ "$(dpkg-query --admindir="$tree/var/lib/dpkg" -W -f='${Status}' bootvol)" = "install ok installed" ] ||
+    die "bootvol's package did not install"
+rm -rf "$work/deb" "$tree"/var/lib/dpkg/*-old "$tree"/var/log/dpkg.log
+say "stage 2: the appliance's files"
 cp -R --no-preserve=ownership image/appliance/. "$tree/"
 cp image/README.md "$tree/usr/share/bootvol/README.appliance"
 # The public keys updates must be signed with (bootvol-update); none: every update is refused.
@@ -282,8 +291,6 @@ mkdir -p "$tree/usr/share/bootvol/update-keys"
 for key in image/update-keys/*.pub; do
     [ -f "$key" ] && install -m 644 "$key" "$tree/usr/share/bootvol/update-keys/"
 done
-# systemd/ as it is (units, sysusers.d, tmpfiles.d, sysctl.d), as the Debian package has it.
-image/stage-systemd.sh "$tree"
 mkdir -p "$tree/etc/bootvol" "$tree/var/lib/bootvol" "$tree/srv/bootvol-data" "$tree/efi"
 # The tree's own systemctl (offline, in a chroot): the build machine needs no systemd.
 chroot "$tree" systemctl --quiet enable systemd-networkd.service systemd-networkd-wait-online.service bootvol.service \
@@ -468,6 +475,13 @@ measure_boot() {
         cp /usr/share/OVMF/OVMF_VARS_4M.fd "$dir/vars.fd"
         args+=(-drive "if=pflash,format=raw,unit=0,readonly=on,file=/usr/share/OVMF/OVMF_CODE_4M.fd"
             -drive "if=pflash,format=raw,unit=1,file=$dir/vars.fd")
+    elif [ "$fw" = secureboot ]; then
+        # Secure Boot enforced, Microsoft's keys: shim -> GRUB -> kernel.
+        cp /usr/share/OVMF/OVMF_VARS_4M.ms.fd "$dir/vars.fd"
+        args[1]="q35,graphics=off,smm=on"
+        args+=(-global driver=cfi.pflash01,property=secure,value=on
+            -drive "if=pflash,format=raw,unit=0,readonly=on,file=/usr/share/OVMF/OVMF_CODE_4M.secboot.fd"
+            -drive "if=pflash,format=raw,unit=1,file=$dir/vars.fd")
     fi
     start=$(date +%s%N)
     qemu-system-x86_64 "${args[@]}" > "$dir/qemu.log" 2>&1 &
@@ -488,7 +502,8 @@ if [ "$measure" = 1 ]; then
     command -v qemu-system-x86_64 > /dev/null || die "--measure needs qemu-system-x86 (and ovmf)"
     bios=$(measure_boot bios)
     uefi=$(measure_boot uefi)
-    echo "power-on -> serving:  SeaBIOS $bios, OVMF $uefi (QEMU TCG -smp 2 -m 1024; target <= 25 s)" \
+    secure=$(measure_boot secureboot)
+    echo "power-on -> serving:  SeaBIOS $bios, OVMF $uefi, OVMF with Secure Boot $secure (QEMU TCG -smp 2 -m 1024; target <= 25 s)" \
         >> "$out/figures.txt"
 fi
 say "done: $out/bootvol-appliance.img"
