@@ -50,8 +50,9 @@ fn reports_of_known_macs_are_recorded_bounded_and_change_nothing() {
     assert_eq!(report("stage=sanhook-failed&err=0x410d613c").0, 200);
     // Any of the node's MACs, in any common form.
     assert_eq!(get(&format!("{boot}/report/52:54:00:00:01:02?stage=sanhook")).0, 200);
-    // Refused: an unknown MAC, not a MAC, a stage or a query out of shape, an unexpanded errno.
-    assert_eq!(get(&format!("{boot}/report/52-54-00-de-ad-01?stage=script")).0, 404);
+    // A MAC of no node: answered as a node's is (no oracle), recorded nowhere, the budget spent.
+    assert_eq!(get(&format!("{boot}/report/52-54-00-de-ad-01?stage=script")), (200, "ok\n".into()));
+    // Refused: not a MAC, a stage or a query out of shape, an unexpanded errno.
     assert_eq!(get(&format!("{boot}/report/nobody?stage=script")).0, 400);
     assert_eq!(get(&format!("{boot}/report/52-54-00-00-01-01/x?stage=script")).0, 404);
     for query in [
@@ -64,8 +65,8 @@ fn reports_of_known_macs_are_recorded_bounded_and_change_nothing() {
     ] {
         assert_eq!(report(query).0, 400, "{query:?}");
     }
-    // The client's budget: 30 reports a minute, the three above among them.
-    let mut accepted = 3;
+    // The client's budget: 30 reports a minute, the four above among them.
+    let mut accepted = 4;
     while report("stage=script").0 == 200 {
         accepted += 1;
         assert!(accepted <= 30, "more than the budget accepted");
@@ -75,7 +76,7 @@ fn reports_of_known_macs_are_recorded_bounded_and_change_nothing() {
 
     let scrape = || get(&format!("http://{}/metrics", bound.api)).1;
     let lines = [
-        "bootvol_boot_reports_total{stage=\"script\",result=\"ok\"} 28",
+        "bootvol_boot_reports_total{stage=\"script\",result=\"ok\"} 27",
         "bootvol_boot_reports_total{stage=\"sanhook\",result=\"ok\"} 1",
         "bootvol_boot_reports_total{stage=\"sanhook-failed\",result=\"failed\"} 1",
         "bootvol_boot_reports_total{stage=\"kernel-failed\",result=\"failed\"} 0",
@@ -97,9 +98,9 @@ fn reports_of_known_macs_are_recorded_bounded_and_change_nothing() {
             .filter(|e| e.event_type == "baremetal.node.boot_reported")
             .map(|e| serde_json::json!({"level": e.level, "payload": e.payload}))
             .collect();
-        (reports.len() == 30).then_some(reports)
+        (reports.len() == 29).then_some(reports)
     })
-    .expect("30 report events");
+    .expect("29 report events: the unknown MAC's is not one");
     let failed = &reports[1];
     assert_eq!(failed["level"], "warning");
     let payload = &failed["payload"];
@@ -120,4 +121,33 @@ fn reports_of_known_macs_are_recorded_bounded_and_change_nothing() {
     // A claim from the network changes no node.
     let after = serde_json::to_value(db.node_record("iscsi-chap").unwrap().unwrap()).unwrap();
     assert_eq!(before, after);
+}
+
+/// `/report` is no oracle of which MACs are nodes: a MAC of no node gets a node's answer (status
+/// and body), spends the same budget, and past it the same 429; nothing is recorded for it.
+#[test]
+fn report_answers_do_not_tell_which_macs_are_nodes() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = Config::from_toml(&config_text(dir.path()), "test").unwrap();
+    let inventory = std::fs::read_to_string(fixture("inventory/scenarios.json")).unwrap();
+    let specs = inventory::parse(&inventory, Format::Json, &config).unwrap();
+    Db::open_config(&config.database).unwrap().apply_inventory(&specs, false).unwrap();
+    let (bound, _serve) = crate::support::serve_guarded(config, false);
+    let boot = format!("http://{}", bound.boot);
+    let node = |query: &str| get(&format!("{boot}/report/52-54-00-00-01-01?{query}"));
+    let nobody = |query: &str| get(&format!("{boot}/report/52-54-00-de-ad-02?{query}"));
+    assert_eq!(nobody("stage=script"), node("stage=script"));
+    assert_eq!(nobody("stage=sanhook-failed&err=0x410d613c"), (200, "ok\n".to_owned()));
+    assert_eq!(nobody("stage=booted"), node("stage=booted"), "the same 400");
+    // The budget of 30 is shared: spent on no node's MAC, the node's report is limited too.
+    for i in 3..30 {
+        assert_eq!(nobody("stage=script").0, 200, "report {i}");
+    }
+    assert_eq!(node("stage=script"), (429, "too many reports\n".to_owned()));
+    assert_eq!(nobody("stage=script"), (429, "too many reports\n".to_owned()));
+    let scrape = get(&format!("http://{}/metrics", bound.api)).1;
+    assert!(
+        scrape.lines().any(|l| l == "bootvol_boot_reports_total{stage=\"script\",result=\"ok\"} 1"),
+        "only the node's one report counted\n{scrape}"
+    );
 }

@@ -2,11 +2,12 @@
 //! (`boot::report`), and bootvol records it as the node's event `baremetal.node.boot_reported`.
 //!
 //! A report is a claim from the network, so it is taken as one: the query is bounded and read
-//! strictly (`boot::report::parse_query`), the MAC must be in the snapshot being served, each
-//! client address has a budget ([`ReportLimiter`], a table of fixed size), the event says
+//! strictly (`boot::report::parse_query`), each client address has a budget ([`ReportLimiter`],
+//! a table of fixed size) spent before the MAC is looked at, a MAC that is no node's is answered
+//! exactly as a node's is and recorded nowhere (no oracle of which MACs are nodes), the event says
 //! whether the neighbour table maps the client's address to one of the node's MACs (a report
 //! from elsewhere is recorded, marked), and nothing here changes a node. The answer is small
-//! (`ok`, 400, 404 or 429), so the script's `imgfetch` succeeds or fails harmlessly. The event is
+//! (`ok`, 400 or 429), so the script's `imgfetch` succeeds or fails harmlessly. The event is
 //! handed to a [`ReportSink`], which queues it (bounded) for the binary to write: the boot
 //! path never waits on the database, and a full queue drops the report and counts it.
 
@@ -125,19 +126,21 @@ pub(super) fn report(
             return answer(StatusCode::BAD_REQUEST, "bad report\n");
         }
     };
-    let snapshot = state.snapshot.load();
-    let Some(script) = snapshot.script(mac) else {
-        return answer(StatusCode::NOT_FOUND, "unknown MAC\n");
-    };
-    let Some(uuid) = script.node_uuid.as_deref() else {
-        return answer(StatusCode::NOT_FOUND, "unknown MAC\n");
-    };
+    // The budget first, and the same answer whether the MAC is a node's or not: `/report` tells
+    // no one which MACs are nodes (an unknown MAC spends the budget and is recorded nowhere).
     let address = client.ip().to_canonical();
     let allowed = reports.limiter.lock().is_ok_and(|mut l| l.allow(address, Instant::now()));
     if !allowed {
         state.metrics.boot_report_dropped(ReportDropped::Limited);
         return answer(StatusCode::TOO_MANY_REQUESTS, "too many reports\n");
     }
+    let snapshot = state.snapshot.load();
+    let Some((script, uuid)) =
+        snapshot.script(mac).and_then(|s| s.node_uuid.as_deref().map(|uuid| (s, uuid)))
+    else {
+        tracing::debug!(client = %Peer(client), %mac, "boot report for a MAC of no node: not recorded");
+        return answer(StatusCode::OK, "ok\n");
+    };
     state.metrics.boot_report(report.stage);
     record(state, reports, (client, address), (mac, uuid, script), &report);
     answer(StatusCode::OK, "ok\n")
