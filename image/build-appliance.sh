@@ -77,8 +77,9 @@ DATA_GUID=b0075e1f-0000-4000-8000-000000000003
 DATA_FS_UUID=b0075e1f-0000-4000-8000-000000000004
 DATA_HASH_SEED=b0075e1f-0000-4000-8000-000000000005
 ESP_VOLUME_ID=B0071001
-# Sizes (MiB). The ESP holds two slots (kernel ~14 MiB + initrd <= 40 MiB each) and the loaders.
-ESP_MIB=120
+# Sizes (MiB). The ESP holds two slots (kernel ~14 MiB + initrd <= 40 MiB each at -19, 46 MiB
+# at -3 as CI builds it) and the loaders (shim and GRUB 5 MiB): 120 MiB was full at -3.
+ESP_MIB=160
 DATA_MIB=64
 
 # --- build-host tools -----------------------------------------------------------------------
