@@ -308,14 +308,14 @@ fn check_config(config: &Config, origin: &str, out: &mut dyn Write) -> Result<()
     if let Some(addr) = config.api.loopback_listen {
         writeln!(out, "api: plain HTTP, REST API only, on loopback {addr}")?;
     }
-    match (&signed, config.secure_boot.signing()) {
-        (Some(_), Some((_, cert))) => writeln!(
+    match config.secure_boot.signing().filter(|_| signed.is_some()) {
+        Some((_, cert)) => writeln!(
             out,
             "secure_boot: the EFI binaries of {} are served signed with the key of {} (signing checked)",
             config.tftp.root.display(),
             cert.display()
         )?,
-        _ => writeln!(
+        None => writeln!(
             out,
             "secure_boot: off (no [secure_boot] key): nodes with capability secure_boot:true do not validate"
         )?,

@@ -352,13 +352,10 @@ pub(crate) fn signed_binaries(
             config.tftp.root.display()
         );
     };
-    let signed = bootvol_edge::secure_boot::SignedBinaries::new(&config.secure_boot, root.clone())?
-        .map(Arc::new);
-    if let Some(signed) = &signed {
-        let names = signed.sign_present()?;
-        tracing::info!(signed = ?names, root = %root.path().display(), "secure boot: iPXE EFI binaries are served signed");
-    }
-    Ok(signed)
+    let signed = bootvol_edge::secure_boot::SignedBinaries::new(&config.secure_boot, root.clone())?;
+    let names = signed.sign_present()?;
+    tracing::info!(signed = ?names, root = %root.path().display(), "secure boot: iPXE EFI binaries are served signed");
+    Ok(Some(Arc::new(signed)))
 }
 
 fn served_root(path: &std::path::Path, key: &str) -> Option<FileRoot> {

@@ -254,14 +254,7 @@ fn appliance_round(name: &'static str, firmware: Firmware) {
     assert_eq!(esp.entries(), ["bootvol-1.conf"]);
     esp.write_slot_b(&[b"not an initramfs\n".as_slice(), &[0u8; 495]].concat(), 2);
     let mut appliance = Appliance::start(e2e.dir.path(), &netns, firmware, &disk, 2);
-    let ready = appliance.wait_for(SERVING, Duration::from_secs(240));
-    let console = appliance.serial();
-    let panics = console.matches("Kernel panic").count();
-    eprintln!(
-        "{name}: slot b panicked {panics} times, then slot a served after {:.1} s",
-        ready.as_secs_f64()
-    );
-    assert_eq!(panics, 3, "slot b should have been tried three times\n{}", appliance.report());
+    let console = appliance.serves_after_three_panics(name, Duration::from_secs(240));
     assert!(console.contains("bootvol.slot=a"), "{}", appliance.report());
     appliance.assert_kept(&api);
     appliance.power_off(Duration::from_secs(60));
@@ -339,14 +332,7 @@ fn appliance_boots_with_secure_boot_through_shim_and_grub() {
         .args(["bootvol_next=b", "bootvol_tries=3"]));
     esp.mtools("mcopy", &["-o", grubenv.to_str().unwrap(), "::/EFI/debian/grubenv"]);
     let mut appliance = Appliance::start(e2e.dir.path(), &netns, firmware, &disk, 2);
-    let ready = appliance.wait_for(SERVING, Duration::from_secs(300));
-    let console = appliance.serial();
-    let panics = console.matches("Kernel panic").count();
-    eprintln!(
-        "{name}: slot b panicked {panics} times, then slot a served after {:.1} s",
-        ready.as_secs_f64()
-    );
-    assert_eq!(panics, 3, "slot b should have been tried three times\n{}", appliance.report());
+    let console = appliance.serves_after_three_panics(name, Duration::from_secs(300));
     assert_eq!(
         console.matches("bootvol.slot=b bootvol.loader=grub").count(),
         6,
@@ -698,6 +684,20 @@ impl Appliance {
 
     fn report(&self) -> String {
         format!("{}\n{}", tail(&self.serial, 8000), tail(self.qemu.log(), 1500))
+    }
+
+    /// Waits for bootvol to serve after a broken slot b was tried: asserts three kernel panics
+    /// on the console, one per try, before the good slot served; the console.
+    fn serves_after_three_panics(&mut self, name: &str, deadline: Duration) -> String {
+        let ready = self.wait_for(SERVING, deadline);
+        let console = self.serial();
+        let panics = console.matches("Kernel panic").count();
+        eprintln!(
+            "{name}: slot b panicked {panics} times, then slot a served after {:.1} s",
+            ready.as_secs_f64()
+        );
+        assert_eq!(panics, 3, "slot b should have been tried three times\n{}", self.report());
+        console
     }
 
     /// Waits until `text` is on the console; the time since power-on.

@@ -55,6 +55,25 @@ fn signed(dir: &Path, key: &Path, binary: &[u8]) -> Vec<u8> {
     std::fs::read(&out).unwrap()
 }
 
+/// The ProxyDHCP rig with a node marked `secure_boot:true` whose volume's loader (printing
+/// `marker`) the operator's key signed; bootvol gets that key in `[secure_boot]` when `keyed`.
+fn secure_boot_rig(e2e: &E2e, mac: &'static str, marker: &'static str, keyed: bool) -> Rig {
+    let key = operator_key(e2e);
+    let config = if keyed {
+        format!("\n[secure_boot]\nkey = \"{}\"\ncert = \"{SNAKEOIL_CERT}\"\n", key.display())
+    } else {
+        String::new()
+    };
+    let options = Options {
+        uefi: true,
+        capabilities: ",secure_boot:true",
+        bootvol: &config,
+        loader: Some(signed(e2e.dir.path(), &key, &efi_app(marker))),
+        ..Options::default()
+    };
+    Rig::new(e2e, mac, marker, &options)
+}
+
 /// The node page, read inside the rig's namespace.
 fn node_page(rig: &Rig) -> String {
     let (status, page) = rig.bootvol.admin_get("/admin/nodes/e2e-proxy-dhcp").unwrap();
@@ -71,17 +90,7 @@ fn uefi_secure_boot_node_boots_its_signed_volume_through_signed_ipxe() {
         return;
     };
     let marker = "BVE2E-SECURE-BOOT-SIGNED-VOLUME-OK";
-    let key = operator_key(&e2e);
-    let config =
-        format!("\n[secure_boot]\nkey = \"{}\"\ncert = \"{SNAKEOIL_CERT}\"\n", key.display());
-    let options = Options {
-        uefi: true,
-        capabilities: ",secure_boot:true",
-        bootvol: &config,
-        loader: Some(signed(e2e.dir.path(), &key, &efi_app(marker))),
-        ..Options::default()
-    };
-    let mut rig = Rig::new(&e2e, "52:54:00:e2:0e:01", marker, &options);
+    let mut rig = secure_boot_rig(&e2e, "52:54:00:e2:0e:01", marker, true);
     rig.boot_marker(&rig.vm(Firmware::UefiSecureBoot), &[]);
 
     let log = rig.bootvol.log_text();
@@ -114,14 +123,7 @@ fn uefi_secure_boot_refuses_unsigned_ipxe_and_the_node_page_says_why() {
         return;
     };
     let marker = "BVE2E-SECURE-BOOT-MUST-NOT-BOOT";
-    let key = operator_key(&e2e);
-    let options = Options {
-        uefi: true,
-        capabilities: ",secure_boot:true",
-        loader: Some(signed(e2e.dir.path(), &key, &efi_app(marker))),
-        ..Options::default()
-    };
-    let mut rig = Rig::new(&e2e, "52:54:00:e2:0e:02", marker, &options);
+    let mut rig = secure_boot_rig(&e2e, "52:54:00:e2:0e:02", marker, false);
     let vm = rig.vm(Firmware::UefiSecureBoot);
     // OVMF waits at "press any key" after a refusal: the boot is stopped once it is seen.
     let boot =

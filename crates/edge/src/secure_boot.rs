@@ -54,15 +54,12 @@ struct SignedCopy {
 }
 
 impl SignedBinaries {
-    /// `None` when `[secure_boot]` is not set. Checks that the key and certificate are
-    /// readable PEM, the key not encrypted, and that the signer exists; signs nothing yet.
-    pub fn new(
-        config: &SecureBootSection,
-        source: FileRoot,
-    ) -> Result<Option<SignedBinaries>, SignError> {
-        let Some((key, cert)) = config.signing() else {
-            return Ok(None);
-        };
+    /// Checks that `[secure_boot]` names a key and a certificate that are readable PEM, the
+    /// key not encrypted, and that the signer exists; signs nothing yet.
+    pub fn new(config: &SecureBootSection, source: FileRoot) -> Result<SignedBinaries, SignError> {
+        let (key, cert) = config
+            .signing()
+            .ok_or_else(|| SignError::Config("[secure_boot] key and cert are not set".into()))?;
         check_pem(key, "secure_boot.key", &["PRIVATE KEY-----"])?;
         check_pem(cert, "secure_boot.cert", &["-----BEGIN CERTIFICATE-----"])?;
         if !config.sbsign.is_file() {
@@ -75,20 +72,33 @@ impl SignedBinaries {
             .prefix("bootvol-signed-")
             .tempdir()
             .map_err(|e| SignError::Config(format!("a directory for the signed binaries: {e}")))?;
-        Ok(Some(SignedBinaries {
+        Ok(SignedBinaries {
             source,
             key: key.clone(),
             cert: cert.clone(),
             sbsign: config.sbsign.clone(),
             dir,
             copies: Mutex::default(),
-        }))
+        })
     }
 
     /// Whether a name is served signed: an EFI binary (`*.efi`, any case).
     pub fn signs(name: &str) -> bool {
         let name = name.as_bytes();
         name.len() > 4 && name[name.len() - 4..].eq_ignore_ascii_case(b".efi")
+    }
+
+    /// [`SignedBinaries::path`] for a client (TFTP or HTTP): a file the root refuses is that
+    /// refusal; a failure to sign is logged here and is `None`, a fault of the server (the file
+    /// is never served unsigned in its place).
+    pub fn served(&self, name: &str) -> Result<PathBuf, Option<FileError>> {
+        self.path(name).map_err(|e| match e {
+            SignError::File(e) => Some(e),
+            other => {
+                tracing::error!(file = name, error = %other, "secure boot: not served");
+                None
+            }
+        })
     }
 
     /// Signs those of [`SIGNED_AT_START`] the root holds; the names signed.

@@ -19,7 +19,7 @@ use bytes::Bytes;
 use tokio_util::task::TaskTracker;
 
 use crate::script_access::ScriptAccess;
-use crate::secure_boot::{SignError, SignedBinaries};
+use crate::secure_boot::SignedBinaries;
 use bootvol_core::boot::BootSnapshot;
 use bootvol_core::files::{FileError, FileRoot, check_name};
 use bootvol_core::model::MacAddr;
@@ -178,12 +178,9 @@ fn served_path(
     };
     match signed {
         None => root.resolve(name).map_err(refused),
-        Some(signed) => signed.path(name).map_err(|e| match e {
-            SignError::File(e) => refused(e),
-            other => {
-                tracing::error!(file = name, error = %other, "secure boot: not served");
-                TftpError::Io(std::io::Error::other("signing failed"))
-            }
+        Some(signed) => signed.served(name).map_err(|e| match e {
+            Some(e) => refused(e),
+            None => TftpError::Io(std::io::Error::other("signing failed")),
         }),
     }
 }

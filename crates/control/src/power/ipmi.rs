@@ -200,8 +200,7 @@ fn failure_message(stdout: &str, stderr: &str) -> String {
 /// The `ipmitool` process for one command: the password in its environment only (never on
 /// its command line), the C locale, no standard input.
 fn ipmitool_command(info: &Info, command: &[&str]) -> std::process::Command {
-    #[allow(clippy::disallowed_methods)]
-    // one of the two places bootvol starts a process (with edge/secure_boot.rs)
+    #[allow(clippy::disallowed_methods)] // with edge's secure_boot, where processes start
     let mut ipmitool = std::process::Command::new("ipmitool");
     ipmitool
         .args(ipmitool_args(info, command))

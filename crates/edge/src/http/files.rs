@@ -20,7 +20,7 @@ use tower::ServiceExt;
 use tower_http::services::ServeFile;
 
 use super::BootState;
-use crate::secure_boot::{SignError, SignedBinaries};
+use crate::secure_boot::SignedBinaries;
 use bootvol_core::files::FileError;
 use bootvol_runtime::logging::Peer;
 
@@ -52,18 +52,7 @@ pub(super) async fn ipxe(
     };
     match state.signed.clone().filter(|_| SignedBinaries::signs(&path)) {
         // The EFI binaries signed with `[secure_boot]`'s key, as TFTP serves them.
-        Some(signed) => {
-            serve_under(client, path, request, move |path| {
-                signed.path(path).map_err(|e| match e {
-                    SignError::File(e) => Some(e),
-                    other => {
-                        tracing::error!(file = path, error = %other, "secure boot: not served");
-                        None
-                    }
-                })
-            })
-            .await
-        }
+        Some(signed) => serve_under(client, path, request, move |path| signed.served(path)).await,
         None => {
             serve_under(client, path, request, move |path| root.resolve(path).map_err(Some)).await
         }
